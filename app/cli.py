@@ -1,0 +1,78 @@
+"""The ``memory-mcp`` command: ``serve`` starts the server; more subcommands hang off ``build_parser``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    for field in ("host", "port", "db_path", "embedding_provider", "kanban_db"):
+        value = getattr(args, field, None)
+        if value is not None:
+            overrides[field] = value
+    if args.allow_remote:
+        overrides["allow_remote"] = True
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return EXIT_USAGE
+    if settings.allow_remote and not settings.is_loopback and settings.token is None:
+        print(
+            f"memory-mcp: WARNING: serving {settings.host} with no token (--allow-remote): "
+            "anyone who can reach this port can read and write every memory",
+            file=sys.stderr,
+        )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        workers=1,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=5,
+        log_level=settings.log_level.lower(),
+    )
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-mcp", description="Shared memory and kanban for AI agents.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="start the server (one process, one worker)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1; others need a token)")
+    serve.add_argument("--port", type=int, help="port (default 3002)")
+    serve.add_argument("--db", dest="db_path", help="LanceDB directory (default ~/.openclaw/memory/lancedb-pro)")
+    serve.add_argument("--provider", dest="embedding_provider", help="embedding provider (default local)")
+    serve.add_argument("--kanban-db", dest="kanban_db", help="kanban SQLite file")
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback bind without a token (unsafe)"
+    )
+    serve.set_defaults(handler=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = args.handler
+    result: int = handler(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Structured logs: one JSON object (or key=value line) per record, with the request id."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import time
+
+from app.settings import Settings
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        request_id = getattr(record, "request_id", None)
+        if request_id:
+            payload["request_id"] = request_id
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, ensure_ascii=False)
+
+
+class KeyValueFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        request_id = getattr(record, "request_id", None)
+        line = f"level={record.levelname.lower()} logger={record.name} msg={json.dumps(record.getMessage())}"
+        if request_id:
+            line += f" request_id={request_id}"
+        if record.exc_info:
+            line += " exc=" + json.dumps(self.formatException(record.exc_info))
+        return line
+
+
+_HANDLER_NAME = "memory-mcp"
+
+
+def configure_logging(settings: Settings) -> None:
+    """Install one handler on the ``app`` logger tree; idempotent across ``create_app`` calls."""
+    root = logging.getLogger("app")
+    root.setLevel(settings.log_level.upper())
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    handler = logging.StreamHandler()
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else KeyValueFormatter())
+    handler.addFilter(_RequestIdFilter())
+    root.addHandler(handler)

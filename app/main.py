@@ -1,0 +1,57 @@
+"""Wires settings, services and adapters into one ASGI app: the only module that knows every part."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.container import Services
+from app.edge.guard import EdgeGuard
+from app.kanban.service import KanbanService
+from app.logging_setup import configure_logging
+from app.mcp.front_end import McpFrontEnd
+from app.memory.service import MemoryService
+from app.rest import health, kanban, memory
+from app.rest.errors import install_error_handlers
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build a fresh app; each call gets its own MCP server (its session manager runs once)."""
+    settings = settings or Settings()
+    configure_logging(settings)
+    services = Services()
+    mcp_front = McpFrontEnd(services, settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            services.memory = await stack.enter_async_context(MemoryService.open(settings))
+            stack.callback(setattr, services, "memory", None)
+            services.kanban = await stack.enter_async_context(KanbanService.open(settings))
+            stack.callback(setattr, services, "kanban", None)
+            await stack.enter_async_context(mcp_front.run())
+            logger.info("memory-mcp ready on %s:%s", settings.host, settings.port)
+            yield
+            logger.info("memory-mcp shutting down")
+
+    app = FastAPI(
+        title="memory-mcp",
+        version="0.1.0",
+        summary="Shared semantic memory and kanban board for AI coding agents",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(memory.router)
+    app.include_router(kanban.router)
+    mcp_front.install(app)
+    app.add_middleware(EdgeGuard, settings=settings)
+    return app

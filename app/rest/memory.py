@@ -1,0 +1,5 @@
+"""PLACEHOLDER: replaced by the memory REST routes."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,134 @@
+"""Real servers for transport tests: uvicorn in a thread, or the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from app.main import create_app
+from app.settings import Settings
+
+
+class _SignallingServer(uvicorn.Server):
+    """A uvicorn server that tells a waiting thread when it is listening (no polling)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+    def install_signal_handlers(self) -> None:
+        """Signals belong to pytest's main thread."""
+
+
+@dataclass
+class LiveServer:
+    url: str
+    port: int
+    settings: Settings
+    server: uvicorn.Server
+
+
+@contextmanager
+def run_server(settings: Settings, *, startup_timeout: float = 60.0) -> Iterator[LiveServer]:
+    """Serve ``create_app(settings)`` on 127.0.0.1 with a free port until the block exits."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=3,
+    )
+    server = _SignallingServer(config)
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the test below
+            failure.append(exc)
+        finally:
+            server.ready.set()
+
+    thread = threading.Thread(target=serve, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    if not server.ready.wait(startup_timeout) or failure or not server.started:
+        server.should_exit = True
+        thread.join(10)
+        raise RuntimeError(f"server did not start: {failure[0] if failure else 'timeout'}")
+    try:
+        yield LiveServer(url=f"http://127.0.0.1:{port}", port=port, settings=settings, server=server)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+@contextmanager
+def spawn_server(
+    env: dict[str, str], *, log_path: Path, port: int | None = None, startup_timeout: float = 120.0
+) -> Iterator[ServerProcess]:
+    """Run ``memory-mcp serve`` as a real process (for signals and kill -9); waits for /healthz."""
+    port = port or free_port()
+    full_env = {**os.environ, **env, "MEMORY_MCP_PORT": str(port), "MEMORY_MCP_HOST": "127.0.0.1"}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, process, startup_timeout)
+        yield ServerProcess(url=url, port=port, process=process, log_path=log_path)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Block until the server answers /healthz, or fail if it exits or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited with {process.returncode} before it was ready")
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            # Waiting on an external process's socket: a short back-off between probes, bounded by the deadline.
+            time.sleep(0.05)
+    raise RuntimeError(f"server at {url} not ready after {timeout} s")

@@ -1,0 +1,57 @@
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+def test_defaults_match_the_documented_contract(make_settings) -> None:
+    settings = Settings()
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 3002
+    assert settings.table == "memories"
+    assert settings.embedding_provider == "local"
+    assert settings.db_path == Path("~/.openclaw/memory/lancedb-pro").expanduser()
+    assert "~" not in str(settings.db_path)
+
+
+def test_env_names_are_the_public_contract(make_settings, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("MEMORY_MCP_PORT", "4010")
+    monkeypatch.setenv("MEMORY_MCP_DB_PATH", str(tmp_path / "db"))
+    monkeypatch.setenv("MEMORY_MCP_TABLE", "other")
+    monkeypatch.setenv("MEMORY_MCP_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("MEMORY_MCP_KANBAN_DB", str(tmp_path / "k.sqlite3"))
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", "s3cret")
+    monkeypatch.setenv("MEMORY_MCP_JOB_COMMAND", '["/bin/echo", "hi there"]')
+    settings = Settings()
+    assert (settings.port, settings.table, settings.embedding_provider) == (4010, "other", "hash")
+    assert settings.db_path == tmp_path / "db"
+    assert settings.kanban_db_path == tmp_path / "k.sqlite3"
+    assert settings.token is not None and settings.token.get_secret_value() == "s3cret"
+    assert settings.job_command == ["/bin/echo", "hi there"]
+
+
+def test_job_command_path_is_one_argv_element_never_split(make_settings, monkeypatch) -> None:
+    monkeypatch.setenv("MEMORY_MCP_JOB_COMMAND", "/opt/jobs/run job.sh")
+    assert Settings().job_command == ["/opt/jobs/run job.sh"]
+
+
+def test_kanban_db_defaults_next_to_the_memory_dir(make_settings, tmp_path) -> None:
+    settings = Settings(db_path=tmp_path / "mem" / "lancedb-pro")
+    assert settings.kanban_db_path == tmp_path / "mem" / "memory-mcp-kanban.sqlite3"
+
+
+def test_non_loopback_bind_without_token_is_refused(make_settings) -> None:
+    with pytest.raises(ValidationError, match="MEMORY_MCP_TOKEN"):
+        Settings(host="0.0.0.0")
+
+
+def test_non_loopback_bind_with_token_or_explicit_opt_out_is_allowed(make_settings) -> None:
+    assert Settings(host="0.0.0.0", token="t").host == "0.0.0.0"
+    assert Settings(host="0.0.0.0", allow_remote=True).allow_remote
+
+
+def test_unknown_provider_is_rejected(make_settings) -> None:
+    with pytest.raises(ValidationError):
+        Settings(embedding_provider="nope")
