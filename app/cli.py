@@ -7,14 +7,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from app import cli_client, cli_config, cli_hooks, cli_kanban
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+# Claude Code treats exit 2 from a hook as "block the prompt"; a mistyped hook command must not do that.
+EXIT_HOOK_USAGE = 1
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from app.main import create_app
     from app.settings import Settings
@@ -64,11 +67,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-remote", action="store_true", help="allow a non-loopback bind without a token (unsafe)"
     )
     serve.set_defaults(handler=_serve)
+
+    cli_client.add_commands(commands)
+    cli_hooks.add_commands(commands)
+    cli_config.add_commands(commands)
+    # More command groups register here, one line each (e.g. the kanban commands).
+    cli_kanban.add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; exit codes: 0 ok, 1 refused by the server, 2 usage, 3 server unreachable."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(words)
+    except SystemExit as exc:
+        if exc.code == EXIT_USAGE and words[:1] == ["hook"]:
+            return EXIT_HOOK_USAGE
+        raise
     handler = args.handler
     result: int = handler(args)
     return result

@@ -17,6 +17,7 @@ from app.memory.service import MemoryService
 from app.rest import health, kanban, memory
 from app.rest.errors import install_error_handlers
 from app.settings import Settings
+from app.web import routes as web
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(memory.router)
     app.include_router(kanban.router)
+    app.include_router(web.router)
     mcp_front.install(app)
     app.add_middleware(EdgeGuard, settings=settings)
     return app

@@ -1,22 +1,326 @@
-"""PLACEHOLDER: replaced by the memory service implementation."""
+"""The memory service: one API for the REST and MCP front ends.
+
+Writes go through the single ``Writer`` (acknowledged means committed); reads run in worker
+threads against a connection that sees other processes' commits at once. Scores of vector search
+are cosine similarities (``1 - cosine distance``); keyword-search scores are term coverage in [0, 1].
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import math
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import numpy as np
+
+from app.errors import AppError, InvalidInput
+from app.memory import filters, keyword
+from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
+from app.memory.errors import MemoryNotFound, ScopeForbidden
+from app.memory.models import (
+    DuplicateCheck,
+    DuplicateMatch,
+    Memory,
+    MemoryHit,
+    RecallResult,
+    RememberResult,
+    SimilarMemory,
+    Stats,
+)
+from app.memory.rows import iso, new_row, now_ms, to_hit, to_memory
+from app.memory.scopes import GLOBAL, agent_of, agent_scope, normalize_scope, writable_scopes
+from app.memory.store import Store
+from app.memory.validation import (
+    check_importance,
+    check_limit,
+    check_memory_id,
+    check_offset,
+    check_query,
+    check_tags,
+    check_text,
+    split_category,
+)
+from app.memory.writer import Writer
 from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+MAX_PAGE = 200
+DUPLICATE_CANDIDATES = 5
 
 
 class MemoryService:
-    def __init__(self, settings: Settings) -> None:
+    """Remember, recall, list, update and forget memories in the shared LanceDB table."""
+
+    def __init__(self, settings: Settings, embedder: Embedder, store: Store, writer: Writer) -> None:
         self.settings = settings
+        self.embedder = embedder
+        self.store = store
+        self.writer = writer
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: Settings) -> AsyncIterator[MemoryService]:
-        yield cls(settings)
+    async def open(cls, settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[MemoryService]:
+        """Load the embedder, open (or create) the table and start the writer; drain it on exit.
+
+        Raises:
+            EmbeddingModelMismatch: the table holds vectors of another model or dimension.
+        """
+        owned = embedder is None
+        embedder = embedder or create_embedder(settings)
+        await embedder.load()
+        try:
+            store = await asyncio.to_thread(Store.open, settings, embedder)
+            writer = Writer(store, settings)
+            writer.start()
+            try:
+                yield cls(settings, embedder, store, writer)
+            finally:
+                await writer.close()
+        finally:
+            if owned:
+                await embedder.close()
 
     def health(self) -> dict[str, Any]:
-        return {"ready": True}
+        """Cheap readiness facts: no table scan."""
+        return {
+            "ready": self.writer.alive,
+            "provider": self.embedder.name,
+            "model": self.embedder.model,
+            "dimension": self.embedder.dimension,
+            "table": self.settings.table,
+            "write_queue": self.writer.depth,
+            "commits": self.writer.commits,
+        }
+
+    # --- writes --------------------------------------------------------------------------------
+
+    async def remember(self, content: str, tags: list[str] | None = None, agent: str | None = None,
+                       importance: float = 0.7, *, scope: str | None = None,
+                       caller: str | None = None) -> RememberResult:
+        """Embed and store a memory; a near-duplicate is reported, never blocked.
+
+        Raises:
+            InvalidInput: bad text, tags, importance or scope.
+            ScopeForbidden: ``caller`` may not write that scope.
+            EmbeddingError: the embedder failed; nothing was written.
+            StoreBusy: the write queue is full.
+        """
+        text = check_text(content, self.settings)
+        clean_tags = check_tags(tags, self.settings)
+        weight = check_importance(importance)
+        target = self._target_scope(scope, agent, caller)
+        self._authorize(target, caller)
+        vector = await self._embed_document(text)
+        duplicate = await self._nearest_duplicate(vector, target)
+        author = _agent_name(agent, caller, target)
+        row = new_row(text, vector, target, clean_tags, weight, author, self.embedder.model)
+        [memory_id] = await self.writer.add([row])
+        return RememberResult(memory_id=memory_id, duplicate=duplicate)
+
+    async def create(self, text: str, scope: str | None = None, category: str | None = None,
+                     importance: float | None = None, *, caller: str | None = None) -> RememberResult:
+        """The REST form of ``remember``: ``category`` is the tags joined by commas."""
+        return await self.remember(text, split_category(category), None, 0.7 if importance is None else importance,
+                                   scope=scope, caller=caller)
+
+    async def update(self, memory_id: str, *, text: str | None = None, tags: list[str] | None = None,
+                     importance: float | None = None, scope: str | None = None,
+                     caller: str | None = None) -> Memory:
+        """Change a memory in place: a text change re-embeds, anything else keeps the vector bit-exact.
+
+        Raises:
+            MemoryNotFound, InvalidInput, ScopeForbidden, EmbeddingError.
+        """
+        current = await self.get(memory_id)
+        self._authorize(current.scope, caller)
+        values: dict[str, Any] = {}
+        metadata = dict(current.metadata)
+        if scope is not None:
+            values["scope"] = normalize_scope(scope)
+            self._authorize(values["scope"], caller)
+        if tags is not None:
+            metadata["tags"] = check_tags(tags, self.settings)
+            values["category"] = ",".join(metadata["tags"])
+        if importance is not None:
+            values["importance"] = check_importance(importance)
+        if text is not None:
+            values["text"] = check_text(text, self.settings)
+            values["vector"] = (await self._embed_document(values["text"])).tolist()
+            metadata["embedding_model"] = self.embedder.model
+        if not values:
+            return current
+        metadata["updated"] = iso(now_ms())
+        values["metadata"] = json.dumps(metadata, ensure_ascii=False)
+        if await self.writer.update(current.id, values) == 0:
+            raise MemoryNotFound(f"memory {memory_id!r} was deleted meanwhile")
+        return await self.get(current.id)
+
+    async def forget(self, memory_id: str, *, caller: str | None = None) -> None:
+        """Delete a memory.
+
+        Raises:
+            MemoryNotFound: no memory has that id.
+            ScopeForbidden: ``caller`` may not write the memory's scope.
+        """
+        current = await self.get(memory_id)
+        self._authorize(current.scope, caller)
+        if await self.writer.delete(current.id) == 0:
+            raise MemoryNotFound(f"no memory with id {memory_id!r}")
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None,
+                     *, scope: str | None = None) -> RecallResult:
+        """Best matches by meaning; falls back to keyword search when the embedder is down."""
+        check_query(query, self.settings)
+        check_limit(top_k, "top_k")
+        where = self._scope_filter(agent_filter, scope)
+        try:
+            vector = await self._embed_query(query)
+        except EmbeddingError as exc:
+            logger.warning("embedder unavailable, recall falls back to keyword search: %s", exc)
+            rows = await asyncio.to_thread(keyword.search, self.store, query, where, top_k)
+            return RecallResult(hits=[to_hit(r) for r in rows], mode="keyword_fallback")
+        rows = await asyncio.to_thread(self.store.vector_search, vector, where, top_k)
+        return RecallResult(hits=[to_hit(r) for r in rows], mode="vector")
+
+    async def vector_search(self, query: str, scope: str | None = None, limit: int = 5) -> list[MemoryHit]:
+        """Vector search only. Raises: EmbeddingError: the embedder is down."""
+        check_query(query, self.settings)
+        check_limit(limit, "limit")
+        vector = await self._embed_query(query)
+        rows = await asyncio.to_thread(self.store.vector_search, vector, self._scope_filter(None, scope), limit)
+        return [to_hit(r) for r in rows]
+
+    async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20) -> list[MemoryHit]:
+        """Substring search (finds Chinese words and exact identifiers); see ``keyword``."""
+        check_query(query, self.settings)
+        check_limit(limit, "limit")
+        rows = await asyncio.to_thread(keyword.search, self.store, query, self._scope_filter(None, scope), limit)
+        return [to_hit(r) for r in rows]
+
+    async def list_memories(self, scope: str | None = None, category: str | None = None,
+                            limit: int = 30, offset: int = 0) -> list[Memory]:
+        """Newest first; ``category`` matches one tag exactly (or the whole column if it holds commas)."""
+        category_filter = None
+        if category is not None:
+            category_filter = filters.eq("category", category) if "," in category else filters.has_tag(category)
+        where = filters.all_of(self._scope_filter(None, scope), category_filter)
+        return await self._page(where, limit, offset)
+
+    async def list_facts(self, agent: str | None = None, tag: str | None = None,
+                         limit: int = 100, offset: int = 0) -> list[Memory]:
+        """Exact filters: ``agent``'s scope, and ``tag`` as one element of the tag list; newest first."""
+        tag_filter = None
+        if tag is not None:
+            [clean] = check_tags([tag], self.settings) or [""]
+            tag_filter = filters.has_tag(clean)
+        where = filters.all_of(self._scope_filter(agent, None), tag_filter)
+        return await self._page(where, limit, offset)
+
+    async def get(self, memory_id: str) -> Memory:
+        """Raises: MemoryNotFound: no memory has that id; InvalidId: not an id."""
+        check_memory_id(memory_id)
+        rows = await asyncio.to_thread(self.store.get_rows, [memory_id])
+        if not rows:
+            raise MemoryNotFound(f"no memory with id {memory_id!r}")
+        return to_memory(rows[0])
+
+    async def check_duplicate(self, content: str, threshold: float | None = None) -> DuplicateCheck:
+        """Memories whose cosine similarity to ``content`` reaches the threshold (warn only)."""
+        text = check_text(content, self.settings)
+        limit = self._threshold(threshold)
+        vector = await self._embed_document(text)
+        rows = await asyncio.to_thread(self.store.vector_search, vector, None, DUPLICATE_CANDIDATES)
+        similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"])
+                   for r in rows if r["score"] >= limit]
+        return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
+
+    async def stats(self) -> Stats:
+        """Counts per scope and per tag (a memory with two tags counts for both)."""
+        table = await asyncio.to_thread(self.store.scan, None, ["scope", "category"], None)
+        scopes = Counter(s or GLOBAL for s in table.column("scope").to_pylist())
+        categories: Counter[str] = Counter()
+        for category in table.column("category").to_pylist():
+            categories.update({t.strip() for t in (category or "").split(",") if t.strip()})
+        version = await asyncio.to_thread(self.store.version)
+        return Stats(total=table.num_rows, scopes=dict(scopes), categories=dict(categories),
+                     embedding=self.embedder.identity, table_version=version)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    async def _page(self, where: str | None, limit: int, offset: int) -> list[Memory]:
+        check_limit(limit, "limit", MAX_PAGE)
+        check_offset(offset)
+        keys = await asyncio.to_thread(self.store.scan, where, ["id", "timestamp"], None)
+        order = sorted(zip(keys.column("timestamp").to_pylist(), keys.column("id").to_pylist(), strict=True),
+                       key=lambda pair: (-(pair[0] or 0), pair[1]))
+        ids = [memory_id for _, memory_id in order[offset : offset + limit]]
+        rows = {r["id"]: r for r in await asyncio.to_thread(self.store.get_rows, ids)}
+        return [to_memory(rows[i]) for i in ids if i in rows]
+
+    def _target_scope(self, scope: str | None, agent: str | None, caller: str | None) -> str:
+        if scope is not None:
+            return normalize_scope(scope)
+        if agent is not None:
+            return normalize_scope(agent)
+        if caller is not None and not self.settings.agent_may_write_global:
+            return agent_scope(caller)
+        return GLOBAL
+
+    def _authorize(self, scope: str, caller: str | None) -> None:
+        allowed = writable_scopes(caller, self.settings.agent_may_write_global)
+        if allowed is not None and scope not in allowed:
+            raise ScopeForbidden(f"agent {caller!r} may only write {', '.join(sorted(allowed))}, not {scope!r}")
+
+    def _scope_filter(self, agent: str | None, scope: str | None) -> str | None:
+        if agent is not None:
+            return filters.eq("scope", agent_scope(agent))
+        if scope is not None:
+            return filters.eq("scope", normalize_scope(scope))
+        return None
+
+    def _threshold(self, threshold: float | None) -> float:
+        if threshold is not None:
+            if isinstance(threshold, bool) or not math.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
+                raise InvalidInput("threshold must be a number between 0 and 1", code="invalid_threshold")
+            return float(threshold)
+        if self.settings.dedup_threshold is not None:
+            return self.settings.dedup_threshold
+        return float(getattr(self.embedder, "default_dedup_threshold", 0.9))
+
+    async def _nearest_duplicate(self, vector: np.ndarray, scope: str) -> DuplicateMatch | None:
+        rows = await asyncio.to_thread(self.store.vector_search, vector, filters.eq("scope", scope), 1)
+        if rows and rows[0]["score"] >= self._threshold(None):
+            return DuplicateMatch(memory_id=rows[0]["id"], score=round(rows[0]["score"], 6))
+        return None
+
+    async def _embed_document(self, text: str) -> np.ndarray:
+        try:
+            vectors = await self.embedder.embed_documents([text])
+        except AppError:
+            raise
+        except Exception as exc:  # a provider bug must still read as "embedder down", never a 500
+            raise EmbeddingError(f"embedding failed ({type(exc).__name__}); nothing was written") from exc
+        return self.embedder.validate(vectors, 1)[0]  # never a zero/NaN vector, whatever the provider
+
+    async def _embed_query(self, text: str) -> np.ndarray:
+        try:
+            vector = await self.embedder.embed_query(text)
+        except AppError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see _embed_document
+            raise EmbeddingError(f"embedding failed ({type(exc).__name__})") from exc
+        return self.embedder.validate(vector, 1)[0]
+
+
+def _agent_name(agent: str | None, caller: str | None, scope: str) -> str | None:
+    if agent is not None and agent.strip() != GLOBAL:
+        return agent_of(normalize_scope(agent))
+    return caller or agent_of(scope)

@@ -1,5 +1,124 @@
-"""PLACEHOLDER: replaced by the memory REST routes."""
+"""Memory REST routes under ``/api/lancedb`` (the original agent monitor's shapes); one service call each."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.memory.models import DuplicateMatch, Memory, MemoryHit, Stats
+from app.memory.validation import split_category
+from app.rest.deps import MemoryServiceDep
+
+router = APIRouter(prefix="/api/lancedb", tags=["memory"])
+
+SEARCH_MODE_HEADER = "X-Search-Mode"
+Limit = Annotated[int, Query(ge=1, le=100)]
+PageLimit = Annotated[int, Query(ge=1, le=200)]
+Offset = Annotated[int, Query(ge=0)]
+Text = Annotated[str, Query(min_length=1)]
+
+
+class SearchHit(BaseModel):
+    """A search result; ``score`` is the cosine similarity for vector search (1.0 = identical)."""
+
+    id: str
+    text: str
+    scope: str
+    category: str
+    importance: float
+    timestamp: int
+    score: float
+
+    @classmethod
+    def of(cls, hit: MemoryHit) -> SearchHit:
+        return cls(**hit.model_dump(include=set(cls.model_fields)))
+
+
+class MemoryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1)
+    scope: str | None = Field(default=None, description="global (default), agent:<name>, project:/user:/custom:")
+    category: str | None = Field(default=None, description="Tags joined by commas.")
+    importance: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class MemoryPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(default=None, min_length=1)
+    scope: str | None = None
+    category: str | None = None
+    importance: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class Created(BaseModel):
+    ok: bool = True
+    id: str
+    duplicate: DuplicateMatch | None = None
+
+
+class Deleted(BaseModel):
+    ok: bool = True
+
+
+def _caller(request: Request) -> str | None:
+    """The agent bound to the caller's token by the edge guard (None: no per-agent identity)."""
+    return getattr(request.state, "agent", None)
+
+
+@router.get("/vector-search", response_model=list[SearchHit])
+async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: str | None = None,
+                        limit: Limit = 5) -> list[SearchHit]:
+    """Search by meaning; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
+    result = await service.recall(q, top_k=limit, scope=scope)
+    response.headers[SEARCH_MODE_HEADER] = result.mode
+    return [SearchHit.of(hit) for hit in result.hits]
+
+
+@router.get("/search", response_model=list[SearchHit])
+async def keyword_search(service: MemoryServiceDep, q: Text, scope: str | None = None,
+                         limit: Limit = 20) -> list[SearchHit]:
+    """Keyword (substring) search: finds Chinese words and exact identifiers."""
+    return [SearchHit.of(hit) for hit in await service.keyword_search(q, scope=scope, limit=limit)]
+
+
+@router.get("/memories", response_model=list[Memory])
+async def list_memories(service: MemoryServiceDep, scope: str | None = None, category: str | None = None,
+                        limit: PageLimit = 30, offset: Offset = 0) -> list[Memory]:
+    """Memories newest first, paginated."""
+    return await service.list_memories(scope=scope, category=category, limit=limit, offset=offset)
+
+
+@router.get("/memories/{memory_id}", response_model=Memory)
+async def get_memory(service: MemoryServiceDep, memory_id: str) -> Memory:
+    return await service.get(memory_id)
+
+
+@router.post("/memories", response_model=Created)
+async def create_memory(service: MemoryServiceDep, request: Request, body: MemoryCreate) -> Created:
+    """Embed and store a memory; a near-duplicate is reported in ``duplicate`` but still stored."""
+    result = await service.create(body.text, scope=body.scope, category=body.category,
+                                  importance=body.importance, caller=_caller(request))
+    return Created(id=result.memory_id, duplicate=result.duplicate)
+
+
+@router.patch("/memories/{memory_id}", response_model=Memory)
+async def update_memory(service: MemoryServiceDep, request: Request, memory_id: str, body: MemoryPatch) -> Memory:
+    """Change text (re-embeds), scope, category or importance (the vector is kept)."""
+    return await service.update(memory_id, text=body.text, tags=split_category(body.category),
+                                importance=body.importance, scope=body.scope, caller=_caller(request))
+
+
+@router.delete("/memories/{memory_id}", response_model=Deleted)
+async def delete_memory(service: MemoryServiceDep, request: Request, memory_id: str) -> Deleted:
+    await service.forget(memory_id, caller=_caller(request))
+    return Deleted()
+
+
+@router.get("/stats", response_model=Stats)
+async def stats(service: MemoryServiceDep) -> Stats:
+    """Counts per scope and per tag, and the embedding model of the table."""
+    return await service.stats()

@@ -4,16 +4,37 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 from app.errors import Unavailable
+
+#: Why an embedding failed: the provider could not be reached or answered with an error status
+#: ("unavailable"), refused the request as a client error ("rejected"), or answered with vectors
+#: that cannot be stored ("invalid"). The error ``code`` stays ``embedding_unavailable`` for all
+#: three so clients match one code; ``reason`` is for logs and operators.
+FailureReason = Literal["unavailable", "rejected", "invalid"]
 
 
 class EmbeddingError(Unavailable):
     """The provider failed or returned something unusable; nothing may be written."""
 
     code = "embedding_unavailable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        retry_after_s: float | None = None,
+        reason: FailureReason = "unavailable",
+    ) -> None:
+        super().__init__(message, code=code, retry_after_s=retry_after_s)
+        self.reason = reason
+        #: True when the provider refused this request's content (HTTP 400/413/422), which says
+        #: nothing about the provider's health.
+        self.request_specific = False
 
 
 class Embedder(abc.ABC):
@@ -27,6 +48,9 @@ class Embedder(abc.ABC):
     name: str
     model: str
     dimension: int
+    #: Cosine similarity at or above which ``check_duplicate`` calls two texts duplicates;
+    #: calibrated per model because similarity scales differ (USE ~0.85, e5 ~0.95).
+    default_dedup_threshold: float = 0.90
 
     @abc.abstractmethod
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -55,19 +79,27 @@ class Embedder(abc.ABC):
         """What is recorded in the table metadata so vectors never mix models."""
         return {"provider": self.name, "model": self.model, "dimension": str(self.dimension)}
 
+    def _invalid(self, problem: str) -> EmbeddingError:
+        return EmbeddingError(f"embedding provider {self.name} ({self.model}) {problem}", reason="invalid")
+
     def validate(self, vectors: np.ndarray, expected_rows: int) -> np.ndarray:
         """Check shape and finiteness, normalise to unit length, or raise ``EmbeddingError``."""
-        array = np.asarray(vectors, dtype=np.float32)
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise self._invalid("returned something that is not a numeric array") from exc
         if array.ndim == 1:
             array = array.reshape(1, -1)
-        if array.shape != (expected_rows, self.dimension):
-            raise EmbeddingError(
-                f"embedding provider {self.name} ({self.model}) returned shape {tuple(array.shape)}, "
-                f"expected ({expected_rows}, {self.dimension})"
+        if array.ndim != 2 or array.shape[0] != expected_rows:
+            raise self._invalid(f"returned {array.shape[0] if array.ndim else 0} vectors for {expected_rows} texts")
+        if array.shape[1] != self.dimension:
+            raise self._invalid(
+                f"returned {array.shape[1]}-dimensional vectors, expected {self.dimension} "
+                "(check the model and MEMORY_MCP_EMBEDDING_DIMENSIONS)"
             )
         if not np.all(np.isfinite(array)):
-            raise EmbeddingError(f"embedding provider {self.name} ({self.model}) returned NaN or infinity")
+            raise self._invalid("returned NaN or infinity")
         norms = np.linalg.norm(array, axis=1, keepdims=True)
         if np.any(norms < 1e-6):
-            raise EmbeddingError(f"embedding provider {self.name} ({self.model}) returned a zero vector")
+            raise self._invalid("returned a zero vector")
         return array / norms

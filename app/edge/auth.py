@@ -1,0 +1,56 @@
+"""Bearer-token check: constant-time, header only, token → agent binding."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+
+from app.settings import Settings
+
+OPEN_PATHS = frozenset({"/healthz"})
+# One space, one token of visible characters: a trailing space or a second word is a different token.
+_BEARER_RE = re.compile(rb"^[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)$")
+MAIN_TOKEN_ID = "main"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who the token says is calling: ``agent`` None means unrestricted (main token or no auth)."""
+
+    agent: str | None
+    token_id: str | None
+
+
+ANONYMOUS = Caller(agent=None, token_id=None)
+
+
+class TokenAuth:
+    """Accepts ``Authorization: Bearer <token>`` for the main token or any agent token."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._candidates: list[tuple[bytes, Caller]] = []
+        for token, agent in settings.agent_tokens.items():
+            self._candidates.append((token.encode(), Caller(agent=agent, token_id=f"agent:{agent}")))
+        if settings.token is not None:
+            # An empty configured token still turns auth on (fail closed); it just never matches.
+            self._candidates.append((settings.token.get_secret_value().encode(), Caller(None, MAIN_TOKEN_ID)))
+        self.enabled = bool(self._candidates)
+
+    def is_open(self, path: str) -> bool:
+        return not self.enabled or path in OPEN_PATHS
+
+    def identify(self, authorization: list[bytes]) -> Caller | None:
+        """The caller for these ``Authorization`` values, or None when they prove nothing."""
+        if len(authorization) != 1:
+            return None
+        match = _BEARER_RE.match(authorization[0])
+        if match is None:
+            return None
+        presented = match.group(1)
+        found: Caller | None = None
+        # Compare against every candidate, no early exit, so timing says nothing about which matched.
+        for candidate, caller in self._candidates:
+            if candidate and hmac.compare_digest(presented, candidate) and found is None:
+                found = caller
+        return found

@@ -1,0 +1,47 @@
+"""Kanban errors: each subclasses a family from ``app.errors`` and sets a stable ``code``."""
+
+from __future__ import annotations
+
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable
+
+
+class TaskNotFound(NotFound):
+    code = "task_not_found"
+
+
+class JobNotFound(NotFound):
+    code = "job_not_found"
+
+
+class InvalidStatus(InvalidInput):
+    code = "invalid_status"
+
+
+class InvalidTaskId(InvalidInput):
+    code = "invalid_task_id"
+
+
+class TaskExists(Conflict):
+    code = "task_exists"
+
+
+class StatusConflict(Conflict):
+    code = "status_conflict"
+
+
+class JobNotConfigured(Unavailable):
+    code = "job_not_configured"
+
+
+class UnsafeJobCommand(InvalidInput):
+    """The configured job command is not safe to run; raised at start-up."""
+
+    code = "unsafe_job_command"
+
+
+class VaultEscape(Forbidden):
+    code = "vault_escape"
+
+
+class ObsidianFormatError(InvalidInput):
+    code = "obsidian_format"

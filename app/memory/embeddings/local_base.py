@@ -1,0 +1,97 @@
+"""Shared plumbing of in-process models: one worker thread, micro-batching, lazy load."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.memory.embeddings.base import Embedder, EmbeddingError
+from app.memory.embeddings.batching import MicroBatcher
+
+logger = logging.getLogger(__name__)
+
+DOCUMENT = "document"
+QUERY = "query"
+
+
+class LocalModelEmbedder(Embedder):
+    """An embedder whose model runs in this process, on one dedicated thread.
+
+    Every model call (loading included) goes through a :class:`MicroBatcher`, so concurrent
+    ``embed_documents`` calls from many clients become a few batched model calls, the event loop
+    never runs model code, and the model is never used from two threads at once.
+    Embedding before ``load()`` loads the model first (on the worker), so a forgotten ``load`` is
+    slow once rather than broken.
+    """
+
+    #: Symmetric models embed queries like documents, so queries may share a batch with them.
+    symmetric: bool = False
+
+    def __init__(self, *, max_batch: int) -> None:
+        self._model: Any = None
+        self._load_lock = threading.Lock()
+        self.load_seconds: float | None = None
+        self.batcher = MicroBatcher(self._encode_on_worker, max_batch=max_batch, thread_name=f"embed-{self.name}")
+
+    @abc.abstractmethod
+    def _load_model(self) -> Any:
+        """Build the model object (worker thread)."""
+
+    @abc.abstractmethod
+    def _encode(self, model: Any, kind: str, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` as documents or queries (worker thread)."""
+
+    def _ensure_model(self) -> Any:
+        with self._load_lock:  # only the worker calls this; the lock documents the invariant
+            if self._model is None:
+                started = time.perf_counter()
+                try:
+                    self._model = self._load_model()
+                except Exception as exc:
+                    raise EmbeddingError(
+                        f"embedding provider {self.name} ({self.model}) could not load: {type(exc).__name__}: {exc}"
+                    ) from exc
+                self.load_seconds = time.perf_counter() - started
+                logger.info("loaded embedding model %s (%s) in %.2fs", self.name, self.model, self.load_seconds)
+            return self._model
+
+    def _encode_on_worker(self, kind: str, texts: list[str]) -> np.ndarray:
+        model = self._ensure_model()
+        try:
+            return self._encode(model, kind, texts)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedding provider {self.name} ({self.model}) failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    async def load(self) -> None:
+        """Load the weights on the worker thread; idempotent.
+
+        Raises:
+            EmbeddingError: the model could not be loaded.
+        """
+        await self.batcher.run(self._ensure_model)
+
+    async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        rows = await self.batcher.submit(DOCUMENT, texts)
+        return self.validate(rows, len(texts))
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        rows = await self.batcher.submit(DOCUMENT if self.symmetric else QUERY, [text])
+        return self.validate(rows, 1)[0]
+
+    async def close(self) -> None:
+        await self.batcher.close()
+        self._model = None

@@ -1,0 +1,39 @@
+"""Errors of the memory domain; each has a stable ``code`` that REST and MCP pass through."""
+
+from __future__ import annotations
+
+from app.errors import Busy, Conflict, Forbidden, InvalidInput, NotFound
+
+
+class MemoryNotFound(NotFound):
+    code = "memory_not_found"
+
+
+class InvalidScope(InvalidInput):
+    code = "invalid_scope"
+
+
+class InvalidText(InvalidInput):
+    code = "invalid_text"
+
+
+class InvalidTags(InvalidInput):
+    code = "invalid_tags"
+
+
+class InvalidId(InvalidInput):
+    code = "invalid_id"
+
+
+class ScopeForbidden(Forbidden):
+    code = "scope_forbidden"
+
+
+class EmbeddingModelMismatch(Conflict):
+    """The table's vectors come from another model or dimension than the configured embedder."""
+
+    code = "embedding_model_mismatch"
+
+
+class StoreBusy(Busy):
+    code = "store_busy"

@@ -1,0 +1,132 @@
+"""Cross-process write lock around every commit to the shared LanceDB directory.
+
+Two layers, always taken in this order and released in reverse:
+
+1. ``fcntl.flock`` on ``<db>/.memory-mcp-write.flock`` for our own processes: the kernel releases
+   it when a holder dies, so our processes queue on it without polling.
+2. proper-lockfile's mkdir protocol on ``<db>/.memory-write.lock``, which memory-lancedb-pro
+   (OpenClaw) takes around its writes: the lock is a *directory*; ``mkdir`` is atomic, so whoever
+   creates it holds it. A holder refreshes the directory's mtime every few seconds; a directory
+   whose mtime is older than ``STALE_S`` belongs to a dead holder and may be removed.
+
+Both are blocking calls: take the lock in the writer thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from app.memory.errors import StoreBusy
+
+logger = logging.getLogger(__name__)
+
+MKDIR_LOCK_NAME = ".memory-write.lock"
+FLOCK_NAME = ".memory-mcp-write.flock"
+STALE_S = 10.0  # proper-lockfile's default, and what memory-lancedb-pro uses
+REFRESH_S = 2.5  # well inside STALE_S / 2, the refresh period proper-lockfile uses
+
+
+class WriteLock:
+    """Re-usable, thread-safe (one holder at a time) cross-process lock for one database directory."""
+
+    def __init__(self, db_path: Path, timeout_s: float = 30.0) -> None:
+        self.db_path = db_path
+        self.timeout_s = timeout_s
+        self.dir_path = db_path / MKDIR_LOCK_NAME
+        self.flock_path = db_path / FLOCK_NAME
+        self._thread_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold both locks for the block.
+
+        Raises:
+            StoreBusy: another writer held the lock for longer than ``timeout_s``.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        if not self._thread_lock.acquire(timeout=self.timeout_s):
+            raise StoreBusy("the memory store is busy (write lock held in this process); retry", retry_after_s=1)
+        try:
+            with self._flock(deadline), self._mkdir_lock(deadline):
+                yield
+        finally:
+            self._thread_lock.release()
+
+    @contextlib.contextmanager
+    def _flock(self, deadline: float) -> Iterator[None]:
+        self.db_path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.flock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            _poll(lambda: _try_flock(fd), deadline, "another memory-mcp process")
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _mkdir_lock(self, deadline: float) -> Iterator[None]:
+        _poll(self._try_mkdir, deadline, "another writer (memory-lancedb-pro?)")
+        stop = threading.Event()
+        refresher = threading.Thread(target=self._refresh, args=(stop,), name="memory-lock-refresh", daemon=True)
+        refresher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            refresher.join()
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(self.dir_path)
+
+    def _try_mkdir(self) -> bool:
+        try:
+            os.mkdir(self.dir_path)
+            return True
+        except FileExistsError:
+            pass
+        try:
+            age = time.time() - os.stat(self.dir_path).st_mtime
+        except FileNotFoundError:
+            return False  # released between our mkdir and stat: try again at once
+        if age > STALE_S:
+            logger.warning("removing stale write lock %s (%.1f s old)", self.dir_path, age)
+            with contextlib.suppress(FileNotFoundError, OSError):
+                os.rmdir(self.dir_path)
+        return False
+
+    def _refresh(self, stop: threading.Event) -> None:
+        # Touch the lock so other processes do not think we died during a long commit (optimize).
+        while not stop.wait(REFRESH_S):
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(self.dir_path)
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+
+
+def _poll(attempt: Callable[[], bool], deadline: float, holder: str) -> None:
+    """Retry ``attempt()`` with short jittered waits until it succeeds or the deadline passes."""
+    delay = 0.002
+    while not attempt():
+        if time.monotonic() >= deadline:
+            raise StoreBusy(f"the memory store is busy: {holder} holds the write lock; retry", retry_after_s=1)
+        # A lock held by another process has no event to wait on: back off (in the writer thread).
+        time.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
+        delay = min(delay * 2, 0.02)  # short: a long nap loses every race to a spinning peer

@@ -1,0 +1,71 @@
+"""Conversion between table rows (memory-lancedb-pro layout) and the service's models."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from app.memory.models import Memory, MemoryHit
+from app.memory.scopes import agent_of
+from app.memory.store import new_id, parse_metadata
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importance: float,
+            agent: str | None, embedding_model: str) -> dict[str, Any]:
+    """A fresh row with an 8-character id and a millisecond timestamp."""
+    timestamp = now_ms()
+    metadata = {"created": iso(timestamp), "tags": tags, "agent": agent, "embedding_model": embedding_model,
+                "source": "memory-mcp"}
+    return {
+        "id": new_id(),
+        "text": text,
+        "vector": vector,
+        "scope": scope,
+        "category": ",".join(tags),
+        "importance": importance,
+        "timestamp": timestamp,
+        "metadata": json.dumps(metadata, ensure_ascii=False),
+    }
+
+
+def tags_of(row: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
+    category = row.get("category")
+    if isinstance(category, str) and category:
+        return [part.strip() for part in category.split(",") if part.strip()]
+    listed = metadata.get("tags")
+    return [str(t) for t in listed] if isinstance(listed, list) else []
+
+
+def to_memory(row: dict[str, Any]) -> Memory:
+    """A model from a row; tolerant of legacy rows (float timestamps, nulls, foreign metadata)."""
+    metadata = parse_metadata(row.get("metadata"))
+    scope = row.get("scope") or "global"
+    agent = metadata.get("agent")
+    importance = row.get("importance")
+    return Memory(
+        id=str(row["id"]),
+        text=row.get("text") or "",
+        scope=scope,
+        category=row.get("category") or "",
+        tags=tags_of(row, metadata),
+        importance=float(importance) if importance is not None else 0.7,
+        timestamp=int(row.get("timestamp") or 0),
+        agent=str(agent) if isinstance(agent, str) and agent else agent_of(scope),
+        metadata=metadata,
+    )
+
+
+def to_hit(row: dict[str, Any]) -> MemoryHit:
+    return MemoryHit(**to_memory(row).model_dump(), score=float(row["score"]))

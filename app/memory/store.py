@@ -1,0 +1,203 @@
+"""Blocking access to the LanceDB table; every method runs in a worker thread, never on the loop.
+
+Search uses the cosine metric everywhere, so ``score = 1 - _distance`` is the cosine similarity of
+unit vectors (1.0 = identical). Filters are pre-filters (LanceDB's default): a post-filter applied
+after the top-k would silently drop matches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from app.memory import filters
+from app.memory.embeddings.base import Embedder
+from app.memory.locks import WriteLock
+from app.memory.schema import ROW_COLUMNS, build_schema, check_compatible
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+SHORT_ID_CHARS = 8
+OLD_VERSIONS_KEPT = timedelta(minutes=10)  # other processes may still read them
+_RETRYABLE = ("too many concurrent writers", "commit conflict", "conflict", "retryable", "retry")
+MAX_ATTEMPTS = 8
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Lance's transient commit failures: another writer committed first; retrying is safe."""
+    message = str(exc).lower()
+    return any(marker in message for marker in _RETRYABLE)
+
+
+class Store:
+    """One LanceDB table of memories, opened with a zero read-consistency interval."""
+
+    def __init__(self, table: Any, db_path: Path, lock: WriteLock) -> None:
+        self.table = table
+        self.db_path = db_path
+        self.lock = lock
+        names = set(table.schema.names)
+        self.row_columns = [c for c in ROW_COLUMNS if c in names]
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Embedder) -> Store:
+        """Open or create the table (blocking).
+
+        Raises:
+            EmbeddingModelMismatch: the table was built with another model or dimension.
+        """
+        settings.db_path.mkdir(parents=True, exist_ok=True)
+        # Interval 0: every read sees other processes' commits (OpenClaw writes here too).
+        db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0))
+        lock = WriteLock(settings.db_path, settings.lock_timeout_s)
+        where = settings.db_path / settings.table
+        try:
+            table = db.open_table(settings.table)
+        except (FileNotFoundError, ValueError):
+            with lock.hold():
+                table = db.create_table(settings.table, schema=build_schema(embedder), exist_ok=True)
+        check_compatible(table.schema, embedder, where)
+        return cls(table, settings.db_path, lock)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def version(self) -> int:
+        return int(self.table.version)
+
+    def count(self, where: str | None = None) -> int:
+        return int(self.table.count_rows(where))
+
+    def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table:
+        query = self.table.search()
+        if where:
+            query = query.where(where)
+        # limit(None) lifts LanceDB's default limit of 10, which would truncate a scan silently.
+        return query.select(list(columns)).limit(limit).to_arrow()
+
+    def vector_search(self, vector: np.ndarray, where: str | None, limit: int) -> list[dict[str, Any]]:
+        query = self.table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        query = query.select([*self.row_columns, "_distance"]).limit(limit)
+        rows: list[dict[str, Any]] = query.to_arrow().to_pylist()
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+        return rows
+
+    def get_rows(self, ids: Sequence[str], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        table = self.scan(filters.is_in("id", ids), columns or self.row_columns, limit=len(ids) * 2 + 1)
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
+
+    def get_vector(self, memory_id: str) -> np.ndarray | None:
+        rows = self.get_rows([memory_id], ["id", "vector"])
+        return None if not rows else np.asarray(rows[0]["vector"], dtype=np.float32)
+
+    # --- writes (caller holds no lock; each method takes it around its commit) -----------------
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows in one commit, giving colliding short ids fresh ones first."""
+
+        def commit() -> None:
+            self._fix_id_collisions(rows)
+            self.table.add(self.to_arrow(rows))
+
+        self._locked_with_retry(commit)
+
+    def update(self, memory_id: str, values: dict[str, Any]) -> int:
+        """Update columns in place (vectors of untouched columns stay bit-exact); returns rows updated."""
+        where = filters.eq("id", memory_id)
+        result = self._locked_with_retry(lambda: self.table.update(where=where, values=values))
+        return int(result.rows_updated)
+
+    def delete(self, memory_id: str) -> int:
+        where = filters.eq("id", memory_id)
+        result = self._locked_with_retry(lambda: self.table.delete(where))
+        return int(result.num_deleted_rows)
+
+    def optimize(self) -> None:
+        """Compact fragments and prune versions older than ten minutes (other readers survive)."""
+        self._locked_with_retry(lambda: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT))
+
+    def _locked_with_retry(self, operation: Callable[[], T]) -> T:
+        delay = 0.02
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                with self.lock.hold():
+                    return operation()
+            except Exception as exc:
+                if attempt == MAX_ATTEMPTS or not is_retryable(exc):
+                    raise
+                logger.info("retrying a LanceDB commit after %s (attempt %d)", type(exc).__name__, attempt)
+            # Jittered exponential backoff outside the lock, so the winner's commit can land.
+            time.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
+            delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    def _fix_id_collisions(self, rows: list[dict[str, Any]]) -> None:
+        for _ in range(10):
+            ids = [row["id"] for row in rows]
+            taken = {r["id"] for r in self.get_rows(ids, ["id"])}
+            seen: set[str] = set()
+            clashes = 0
+            for row in rows:
+                if row["id"] in taken or row["id"] in seen:
+                    row["id"] = new_id()
+                    clashes += 1
+                seen.add(row["id"])
+            if not clashes:
+                return
+            logger.info("regenerated %d colliding memory ids", clashes)
+        raise RuntimeError("could not find free memory ids")
+
+    def to_arrow(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """Rows in the table's own schema; extra (foreign) columns are null, types are the table's."""
+        schema = self.table.schema
+        arrays = []
+        for field in schema:
+            if field.name == "vector" and pa.types.is_fixed_size_list(field.type):
+                dimension = field.type.list_size
+                flat = np.concatenate([np.asarray(r["vector"], dtype=np.float32) for r in rows])
+                values = pa.array(flat, type=field.type.value_type)
+                arrays.append(pa.FixedSizeListArray.from_arrays(values, dimension))
+            elif field.name == "vector":
+                arrays.append(pa.array([np.asarray(r["vector"]).tolist() for r in rows], type=field.type))
+            elif all(field.name in r for r in rows):
+                arrays.append(pa.array([r[field.name] for r in rows], type=field.type))
+            else:
+                arrays.append(pa.nulls(len(rows), type=field.type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def new_id() -> str:
+    """An 8-character id (the memory-lancedb-pro short-UUID form); collisions are checked on insert."""
+    return uuid.uuid4().hex[:SHORT_ID_CHARS]
+
+
+def parse_metadata(raw: object) -> dict[str, Any]:
+    """The metadata column is a JSON string; tolerate nulls and foreign junk."""
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str) or not raw:
+        return {}
+    with contextlib.suppress(ValueError):
+        value = json.loads(raw)
+        if isinstance(value, dict):
+            return value
+    return {}

@@ -1,0 +1,201 @@
+"""The single writer task: every mutation of the table goes through one bounded queue.
+
+Why one writer: hundreds of concurrent LanceDB commits from one process fail with "Too many
+concurrent writers", and each single-row commit leaves a fragment. The writer coalesces queued adds
+into one ``table.add`` (a 100-row batch costs about what one row costs), runs every commit in a
+worker thread under the cross-process lock with retries, and resolves a caller's future only after
+its commit succeeded, so an acknowledged write is durable. It compacts every
+``compact_every_commits`` commits, or after ``IDLE_COMPACT_S`` when there were writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.errors import AppError, Unavailable
+from app.memory.errors import StoreBusy
+from app.memory.store import Store
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+IDLE_COMPACT_S = 120.0
+OpKind = Literal["add", "update", "delete", "stop"]
+
+
+@dataclass
+class _Op:
+    kind: OpKind
+    future: asyncio.Future[Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    memory_id: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+class Writer:
+    """Owns the write queue of one table; ``start`` once, ``close`` drains and stops."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.batch_max = settings.write_batch_max
+        self.compact_every = settings.compact_every_commits
+        self._queue: asyncio.Queue[_Op] = asyncio.Queue(maxsize=settings.write_queue_max)
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._commits_since_compact = 0
+        self._last_compact = time.monotonic()
+        self.commits = 0
+        self.compactions = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def depth(self) -> int:
+        return self._queue.qsize()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="memory-writer")
+        self._task.add_done_callback(_log_crash)
+
+    async def close(self) -> None:
+        """Refuse new work, finish everything queued, then stop."""
+        if self._task is None:
+            return
+        if not self._closing:
+            self._closing = True
+            await self._queue.put(_Op("stop", asyncio.get_running_loop().create_future()))
+        await asyncio.shield(self._task)
+
+    async def add(self, rows: list[dict[str, Any]]) -> list[str]:
+        """Append rows; returns their final ids once committed.
+
+        Raises:
+            StoreBusy: the queue is full (retry later).
+        """
+        ids: list[str] = await self._submit(_Op("add", self._future(), rows=rows))
+        return ids
+
+    async def update(self, memory_id: str, values: dict[str, Any]) -> int:
+        updated: int = await self._submit(_Op("update", self._future(), memory_id=memory_id, values=values))
+        return updated
+
+    async def delete(self, memory_id: str) -> int:
+        deleted: int = await self._submit(_Op("delete", self._future(), memory_id=memory_id))
+        return deleted
+
+    def _future(self) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    async def _submit(self, op: _Op) -> Any:
+        if self._closing or self._task is None:
+            raise Unavailable("the memory store is shutting down; retry shortly", code="store_closing")
+        if self._task.done():  # never queue work nobody will take: the writer died (logged below)
+            raise Unavailable("the memory writer stopped; restart the server", code="store_error")
+        try:
+            self._queue.put_nowait(op)
+        except asyncio.QueueFull:
+            raise StoreBusy("the memory store is busy (write queue full); retry", retry_after_s=1) from None
+        # shield: a caller that goes away must not cancel a write already queued for commit.
+        return await asyncio.shield(op.future)
+
+    async def _run(self) -> None:
+        pending: _Op | None = None
+        while True:
+            op = pending or await self._next()
+            pending = None
+            if op is None:
+                await self._compact()
+                continue
+            if op.kind == "stop":
+                break
+            if op.kind == "add":
+                batch, pending = self._gather_adds(op)
+                await self._commit_adds(batch)
+            else:
+                await self._commit_one(op)
+            self.commits += 1
+            self._commits_since_compact += 1
+            if self._commits_since_compact >= self.compact_every:
+                await self._compact()
+
+    async def _next(self) -> _Op | None:
+        """The next op, or None when an idle compaction is due."""
+        if self._commits_since_compact == 0:
+            return await self._queue.get()
+        remaining = self._last_compact + IDLE_COMPACT_S - time.monotonic()
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout=max(0.0, remaining))
+        except TimeoutError:
+            return None
+
+    def _gather_adds(self, first: _Op) -> tuple[list[_Op], _Op | None]:
+        """Coalesce the adds queued right behind ``first`` (order kept: stop at any other op)."""
+        batch, rows = [first], len(first.rows)
+        while rows < self.batch_max and not self._queue.empty():
+            nxt = self._queue.get_nowait()
+            if nxt.kind != "add" or rows + len(nxt.rows) > self.batch_max:
+                return batch, nxt
+            batch.append(nxt)
+            rows += len(nxt.rows)
+        return batch, None
+
+    async def _commit_adds(self, batch: list[_Op]) -> None:
+        rows = [row for op in batch for row in op.rows]
+        try:
+            await asyncio.to_thread(self.store.add, rows)
+        except Exception as exc:  # noqa: BLE001 - reported to every caller of the batch
+            error = _as_app_error(exc, "add")
+            for op in batch:
+                _fail(op, error)
+            return
+        for op in batch:
+            _resolve(op, [row["id"] for row in op.rows])
+
+    async def _commit_one(self, op: _Op) -> None:
+        try:
+            if op.kind == "update":
+                result = await asyncio.to_thread(self.store.update, op.memory_id, op.values)
+            else:
+                result = await asyncio.to_thread(self.store.delete, op.memory_id)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            _fail(op, _as_app_error(exc, op.kind))
+            return
+        _resolve(op, result)
+
+    async def _compact(self) -> None:
+        self._commits_since_compact = 0
+        self._last_compact = time.monotonic()
+        try:
+            await asyncio.to_thread(self.store.optimize)
+            self.compactions += 1
+        except Exception:  # noqa: BLE001 - compaction is housekeeping; writes go on without it
+            logger.exception("compacting the memory table failed; will retry later")
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.critical("the memory writer task crashed; writes are refused", exc_info=task.exception())
+
+
+def _as_app_error(exc: Exception, what: str) -> AppError:
+    if isinstance(exc, AppError):
+        return exc
+    logger.error("memory store %s failed", what, exc_info=exc)
+    return Unavailable(f"the memory store could not {what} ({type(exc).__name__}); nothing was written",
+                       code="store_error", retry_after_s=1)
+
+
+def _resolve(op: _Op, value: Any) -> None:
+    if not op.future.done():
+        op.future.set_result(value)
+
+
+def _fail(op: _Op, error: BaseException) -> None:
+    if not op.future.done():
+        op.future.set_exception(error)

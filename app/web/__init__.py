@@ -1,0 +1,1 @@
+"""The dashboard served at ``/``: static files, no build step."""

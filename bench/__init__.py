@@ -1,0 +1,1 @@
+"""Benchmarks: retrieval quality on LoCoMo (``python -m bench.locomo``) and speed (``python -m bench.speed``)."""

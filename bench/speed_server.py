@@ -1,0 +1,196 @@
+"""End-to-end parts of the speed benchmark against a real server process (``python -m app.cli serve``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from mcp import Client
+
+from bench.common import latency_summary_ms
+
+REPO = Path(__file__).resolve().parents[1]
+K = 10
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    pid: int
+    log_path: Path
+
+    def rss_mb(self) -> float:
+        return psutil.Process(self.pid).memory_info().rss / 2**20
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(
+    db_path: Path, log_path: Path, *, module: str = "app.cli", provider: str = "local", timeout_s: float = 180.0
+) -> Iterator[ServerProcess]:
+    """Start ``python -m <module> serve`` on a free loopback port with a clean MEMORY_MCP_* environment."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_MCP_")}
+    env.update({
+        "MEMORY_MCP_HOST": "127.0.0.1", "MEMORY_MCP_PORT": str(port), "MEMORY_MCP_DB_PATH": str(db_path),
+        "MEMORY_MCP_KANBAN_DB": str(db_path.parent / "kanban.sqlite3"), "MEMORY_MCP_EMBEDDING_PROVIDER": provider,
+        "MEMORY_MCP_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO),
+    })
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "serve"], env=env, cwd=db_path.parent, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_ready(url, process, timeout_s, log_path)
+        yield ServerProcess(url, process.pid, log_path)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"server exited with {process.returncode}:\n{tail}")
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)  # polling another process's socket, bounded by the deadline
+    raise RuntimeError(f"server at {url} not ready after {timeout_s} s")
+
+
+class RssSampler:
+    """Samples the server's resident memory every 100 ms in a thread; ``peak_mb`` is the maximum seen."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.peak_mb = max(self.peak_mb, self.server.rss_mb())
+            except psutil.Error:
+                return
+
+    def __enter__(self) -> RssSampler:
+        self.peak_mb = self.server.rss_mb()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+async def rest_recall(
+    url: str, queries: Sequence[str], scope: str | None = None
+) -> tuple[dict[str, float], list[list[str]]]:
+    """Sequential GET /api/lancedb/vector-search calls on one keep-alive connection."""
+    latencies, results = [], []
+    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        for i, query in enumerate(queries):
+            params: dict[str, Any] = {"q": query, "limit": K, **({"scope": scope} if scope else {})}
+            start = time.perf_counter()
+            response = await client.get("/api/lancedb/vector-search", params=params)
+            elapsed = time.perf_counter() - start
+            response.raise_for_status()
+            if i >= 2:  # the first calls warm the connection and the server's caches
+                latencies.append(elapsed)
+            results.append([hit["id"] for hit in response.json()])
+    return latency_summary_ms(latencies), results
+
+
+async def mcp_recall(url: str, queries: Sequence[str]) -> dict[str, float]:
+    """Sequential ``recall`` tool calls over Streamable HTTP with the official MCP client, one session."""
+    latencies = []
+    async with Client(f"{url}/mcp") as client:
+        for i, query in enumerate(queries):
+            start = time.perf_counter()
+            result = await client.call_tool("recall", {"query": query, "top_k": K})
+            elapsed = time.perf_counter() - start
+            if result.is_error:
+                raise RuntimeError(f"recall tool failed: {result.content}")
+            if i >= 2:
+                latencies.append(elapsed)
+    return latency_summary_ms(latencies)
+
+
+async def concurrent_recall(url: str, queries: Sequence[str], clients: int, per_client: int) -> dict[str, float]:
+    """``clients`` tasks, each issuing ``per_client`` sequential REST recalls; latency over all calls."""
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+
+        async def one(c: int) -> None:
+            for r in range(per_client):
+                query = queries[(c * per_client + r) % len(queries)]
+                start = time.perf_counter()
+                response = await client.get("/api/lancedb/vector-search", params={"q": query, "limit": K})
+                latencies.append(time.perf_counter() - start)
+                response.raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(c) for c in range(clients)))
+        wall = time.perf_counter() - start
+    return {**latency_summary_ms(latencies), "clients": clients, "wall_s": round(wall, 3)}
+
+
+async def remember_throughput(url: str, texts: Sequence[str], clients: int, deadline_s: float) -> dict[str, Any]:
+    """POST /api/lancedb/memories from ``clients`` tasks until the texts run out or the deadline passes."""
+    latencies: list[float] = []
+    errors = 0
+    queue = list(reversed(texts))
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+        stop_at = time.perf_counter() + deadline_s
+
+        async def one() -> None:
+            nonlocal errors
+            while queue and time.perf_counter() < stop_at:
+                text = queue.pop()
+                start = time.perf_counter()
+                response = await client.post("/api/lancedb/memories", json={"text": text, "category": "bench"})
+                latencies.append(time.perf_counter() - start)
+                errors += not response.is_success
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(clients)))
+        wall = time.perf_counter() - start
+    done = len(latencies)
+    return {
+        "clients": clients, "writes": done, "errors": errors, "wall_s": round(wall, 3),
+        "per_s": round(done / wall, 1) if wall else 0.0, "latency": latency_summary_ms(latencies),
+    }

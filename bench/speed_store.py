@@ -1,0 +1,89 @@
+"""In-process parts of the speed benchmark: numpy brute force, the store's search, the embedder alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from app.memory import filters
+from app.memory.embeddings.base import Embedder
+from app.memory.store import Store
+from app.memory.vector_cache import VectorCache
+from bench.common import latency_summary_ms
+from bench.exact import top_k
+
+K = 10
+WARMUP = 3
+
+
+def _timed(fn: Callable[[int], Any], n: int) -> tuple[list[float], list[Any]]:
+    for i in range(min(WARMUP, n)):
+        fn(i)
+    latencies, results = [], []
+    for i in range(n):
+        start = time.perf_counter()
+        results.append(fn(i))
+        latencies.append(time.perf_counter() - start)
+    return latencies, results
+
+
+def numpy_reference(matrix: np.ndarray, queries: np.ndarray) -> tuple[dict[str, float], list[np.ndarray]]:
+    """The physical reference: one matrix-vector product and a partial sort, vectors already in RAM."""
+    latencies, results = _timed(lambda i: top_k(matrix @ queries[i], K), len(queries))
+    return latency_summary_ms(latencies), results
+
+
+def recall_vs_exact(
+    found_ids: Sequence[Sequence[str]], matrix: np.ndarray, queries: np.ndarray, ids: Sequence[str],
+    allowed: np.ndarray | None = None,
+) -> float:
+    """Mean share of the exact top-k found; a result tied with the k-th exact score (1e-5) counts as exact."""
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    shares = []
+    for qi, found in enumerate(found_ids):
+        scores = matrix @ queries[qi]
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        exact = top_k(scores, K)
+        cut = scores[exact[-1]] - 1e-5
+        good = sum(1 for memory_id in found[:K] if memory_id in position and scores[position[memory_id]] >= cut)
+        shares.append(good / min(K, len(exact)))
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def store_search(
+    store: Store, queries: np.ndarray, scope: str | None = None
+) -> tuple[dict[str, float], list[list[str]]]:
+    """``Store.vector_search`` alone (what recall runs after embedding), optionally scope-filtered."""
+    where = filters.eq("scope", scope) if scope else None
+    latencies, results = _timed(
+        lambda i: [row["id"] for row in store.vector_search(queries[i], where, K)], len(queries)
+    )
+    return latency_summary_ms(latencies), results
+
+
+def cache_search(store: Store, queries: np.ndarray, scope: str | None = None) -> dict[str, Any]:
+    """The proposed ``VectorCache``: load time, its size, and search latency (same queries)."""
+    cache = VectorCache(store.table.schema.field("vector").type.list_size, store.row_columns)
+    cache.reload(store.table)
+    version = store.version()
+    latencies, results = _timed(
+        lambda i: [row["id"] for row in cache.search(queries[i], scope, K, version) or []], len(queries)
+    )
+    return {"latency": latency_summary_ms(latencies), "results": results, "reload_s": round(cache.last_reload_s, 3),
+            "matrix_mb": round(cache.nbytes / 2**20, 1)}
+
+
+async def embedder_alone(embedder: Embedder, texts: Sequence[str]) -> dict[str, float]:
+    """One query at a time through the provider (worker thread included), as recall calls it."""
+    for text in texts[:WARMUP]:
+        await embedder.embed_query(text)
+    latencies = []
+    for text in texts:
+        start = time.perf_counter()
+        await embedder.embed_query(text)
+        latencies.append(time.perf_counter() - start)
+    return latency_summary_ms(latencies)
