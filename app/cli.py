@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from app import cli_client, cli_config, cli_hooks, cli_kanban
+from app import cli_client, cli_config, cli_data, cli_hooks, cli_kanban
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -16,10 +16,8 @@ EXIT_HOOK_USAGE = 1
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
     from pydantic import ValidationError
 
-    from app.main import create_app
     from app.settings import Settings
 
     overrides: dict[str, Any] = {}
@@ -35,12 +33,26 @@ def _serve(args: argparse.Namespace) -> int:
         for error in exc.errors():
             print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return EXIT_USAGE
+    # Heavy imports only once the settings passed: a refused bind answers at once, even on a busy machine.
+    import signal
+
+    import uvicorn
+
+    from app.main import create_app
+
     if settings.allow_remote and not settings.is_loopback and settings.token is None:
         print(
             f"memory-mcp: WARNING: serving {settings.host} with no token (--allow-remote): "
             "anyone who can reach this port can read and write every memory",
             file=sys.stderr,
         )
+    def _exit_zero(signum: int, frame: object) -> None:
+        raise SystemExit(EXIT_OK)
+
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; with this handler as the one it
+    # restores, that re-raise ends the process with status 0 instead of "killed by signal".
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_zero)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -49,6 +61,8 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
         log_level=settings.log_level.lower(),
+        # The access log prints query strings, where a misconfigured client may put its token.
+        access_log=False,
     )
     return EXIT_OK
 
@@ -73,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_config.add_commands(commands)
     # More command groups register here, one line each (e.g. the kanban commands).
     cli_kanban.add_commands(commands)
+    cli_data.add_commands(commands)
     return parser
 
 

@@ -109,9 +109,17 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
+    @field_validator("token", mode="after")
+    @classmethod
+    def _token_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < 8:
+            raise ValueError("MEMORY_MCP_TOKEN must be at least 8 characters (unset it to disable auth)")
+        return value
+
     @model_validator(mode="after")
     def _refuse_open_bind(self) -> Settings:
-        if self.host not in LOOPBACK_HOSTS and self.token is None and not self.allow_remote:
+        has_auth = self.token is not None or bool(self.agent_tokens)
+        if self.host not in LOOPBACK_HOSTS and not has_auth and not self.allow_remote:
             raise ValueError(
                 f"refusing to bind {self.host!r} without MEMORY_MCP_TOKEN: anyone on the network could "
                 "read and write every memory. Set MEMORY_MCP_TOKEN, bind 127.0.0.1, or pass "

@@ -22,13 +22,13 @@ def test_env_names_are_the_public_contract(make_settings, monkeypatch: pytest.Mo
     monkeypatch.setenv("MEMORY_MCP_TABLE", "other")
     monkeypatch.setenv("MEMORY_MCP_EMBEDDING_PROVIDER", "hash")
     monkeypatch.setenv("MEMORY_MCP_KANBAN_DB", str(tmp_path / "k.sqlite3"))
-    monkeypatch.setenv("MEMORY_MCP_TOKEN", "s3cret")
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", "s3cret-token")
     monkeypatch.setenv("MEMORY_MCP_JOB_COMMAND", '["/bin/echo", "hi there"]')
     settings = Settings()
     assert (settings.port, settings.table, settings.embedding_provider) == (4010, "other", "hash")
     assert settings.db_path == tmp_path / "db"
     assert settings.kanban_db_path == tmp_path / "k.sqlite3"
-    assert settings.token is not None and settings.token.get_secret_value() == "s3cret"
+    assert settings.token is not None and settings.token.get_secret_value() == "s3cret-token"
     assert settings.job_command == ["/bin/echo", "hi there"]
 
 
@@ -48,10 +48,19 @@ def test_non_loopback_bind_without_token_is_refused(make_settings) -> None:
 
 
 def test_non_loopback_bind_with_token_or_explicit_opt_out_is_allowed(make_settings) -> None:
-    assert Settings(host="0.0.0.0", token="t").host == "0.0.0.0"
+    assert Settings(host="0.0.0.0", token="a-long-token").host == "0.0.0.0"
     assert Settings(host="0.0.0.0", allow_remote=True).allow_remote
 
 
 def test_unknown_provider_is_rejected(make_settings) -> None:
     with pytest.raises(ValidationError):
         Settings(embedding_provider="nope")
+
+
+def test_a_blank_or_tiny_token_is_refused_rather_than_silently_locking_everyone_out(make_settings) -> None:
+    with pytest.raises(ValidationError, match="at least 8"):
+        Settings(token="  ")
+
+
+def test_agent_tokens_alone_count_as_auth_for_a_remote_bind(make_settings) -> None:
+    assert Settings(host="0.0.0.0", agent_tokens={"agent-token-123": "codex"}).host == "0.0.0.0"

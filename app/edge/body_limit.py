@@ -11,9 +11,9 @@ from app.edge.responses import payload_too_large, send_rejection
 logger = logging.getLogger(__name__)
 
 
-# After a 413 the rest of the body is read and dropped, up to this much: a server that closes with unread
-# data makes the kernel send a reset, and clients that asked for ``Connection: close`` (urllib does)
-# would see "connection reset" instead of the 413. Past the cap the connection is simply closed.
+# Before any refusal the rest of the body is read and dropped, up to this much: a server that closes with
+# unread data makes the kernel send a reset, and clients that asked for ``Connection: close`` (urllib does)
+# would see "connection reset" instead of the 401/413. Past the cap the connection is simply closed.
 DRAIN_CAP_BYTES = 16 * 1024 * 1024
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.edge.auth import ANONYMOUS, Caller, TokenAuth
-from app.edge.body_limit import call_with_body_limit, declared_too_large, drain_body
+from app.edge.body_limit import DRAIN_CAP_BYTES, call_with_body_limit, declared_too_large, drain_body
 from app.edge.cors import CorsPolicy, is_preflight
 from app.edge.hosts import HostPolicy
 from app.edge.origins import OriginPolicy, is_cross_site_without_origin, parse_origin_list
@@ -125,7 +125,7 @@ class EdgeGuard:
             rejection = payload_too_large(self.max_body_bytes)
         if rejection is not None:
             _log_rejection(scope, rejection, headers)
-            if rejection.status == 413:
+            if scope["type"] == "http" and not declared_too_large(content_length, DRAIN_CAP_BYTES):
                 await drain_body(receive, expects_continue=_single(headers, b"expect") == "100-continue")
             await send_rejection(scope, send, rejection)
             return

@@ -192,7 +192,8 @@ async def test_agent_tokens_alone_turn_auth_on(make_settings: SettingsFactory) -
 
 async def test_an_empty_configured_token_fails_closed(make_settings: SettingsFactory) -> None:
     inner = InnerApp()
-    guard = EdgeGuard(inner, make_settings(token=SecretStr("")))
+    # Settings refuse a blank token; the guard still fails closed if one slips through unvalidated.
+    guard = EdgeGuard(inner, make_settings().model_copy(update={"token": SecretStr("")}))
     assert status_of(await call(guard, host({"authorization": "Bearer "}))) == 401
     assert status_of(await call(guard, host())) == 401
 
@@ -299,3 +300,24 @@ async def test_cors_headers_from_the_app_never_go_out(settings: Settings) -> Non
     assert b"access-control-allow-origin" not in names
     assert names.count(b"x-request-id") == 1 and headers_of(sent)[b"x-request-id"] == b"r9"
     assert (b"vary", b"Accept") in sent[0]["headers"]
+
+
+async def test_a_refused_request_body_is_read_and_dropped_first_so_the_client_sees_the_answer(
+    secured: Settings,
+) -> None:
+    consumed: list[bytes] = []
+    chunks = [b"a" * 1000, b"b" * 1000, b"c"]
+
+    async def receive() -> Message:
+        consumed.append(chunks.pop(0))
+        return {"type": "http.request", "body": consumed[-1], "more_body": bool(chunks)}
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: Scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [(b"host", b"localhost")]}
+    await EdgeGuard(InnerApp(), secured)(scope, receive, send)
+    assert status_of(sent) == 401
+    assert chunks == [] and len(consumed) == 3

@@ -1,0 +1,459 @@
+"""Export, import and re-embed the memory table as JSONL, with every column and every row.
+
+The export's first line is a header with the table's embedding identity and its Arrow schema, so an
+import can rebuild extra (memory-lancedb-pro) columns with their exact types and can tell whether the
+exported vectors are reusable: they are only when the recorded provider, model and dimension equal
+the target's embedder; otherwise the texts are re-embedded. Every later line is one row.
+
+Reads pin one table version, so an export is a consistent snapshot even while a server writes.
+Writes never go through the server's writer (which would give colliding ids fresh ones): each batch
+is checked for ids already present and appended under the same cross-process lock the server takes,
+so an import or re-embed is idempotent, resumable and safe beside a running server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+from app.errors import InvalidInput, NotFound
+from app.memory import filters
+from app.memory.embeddings.base import Embedder
+from app.memory.locks import WriteLock
+from app.memory.schema import build_schema, recorded_identity, vector_dimension
+from app.memory.store import OLD_VERSIONS_KEPT, Store, is_retryable
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "memory-mcp-export"
+FORMAT_VERSION = 1
+DEFAULT_BATCH = 500
+MAX_ATTEMPTS = 8
+COMPACT_AFTER_COMMITS = 8  # an import of many batches leaves one fragment per batch
+T = TypeVar("T")
+#: ``progress(done, total)``; total is None when unknown.
+Progress = Callable[[int, int | None], None]
+
+
+class TableMissing(NotFound):
+    code = "table_not_found"
+
+
+class InvalidExport(InvalidInput):
+    code = "invalid_export"
+
+
+class SameTable(InvalidInput):
+    code = "same_table"
+
+
+class ExportReport(BaseModel):
+    rows: int
+    vectors: bool
+    table_version: int
+    seconds: float
+
+
+class TransferReport(BaseModel):
+    """What an import or re-embed did; ``written + skipped_existing + invalid`` rows were read."""
+
+    db_path: str
+    table: str
+    read: int = 0
+    written: int = 0
+    skipped_existing: int = 0
+    invalid: int = 0
+    vectors_reused: int = 0
+    reembedded: int = 0
+    dropped_columns: list[str] = []
+    embedding: dict[str, str] = {}
+    seconds: float = 0.0
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def open_snapshot(db_path: Path, table_name: str) -> Any:
+    """The table pinned at its current version, opened without creating anything.
+
+    Raises:
+        TableMissing: no such directory or table.
+    """
+    if not db_path.is_dir():
+        raise TableMissing(f"no LanceDB directory at {db_path}; check --db / MEMORY_MCP_DB_PATH")
+    db = lancedb.connect(str(db_path), read_consistency_interval=timedelta(0))
+    try:
+        table = db.open_table(table_name)
+    except (FileNotFoundError, ValueError) as exc:
+        raise TableMissing(f"no table {table_name!r} in {db_path}; check --table / MEMORY_MCP_TABLE") from exc
+    table.checkout(table.version)  # one consistent snapshot while other processes write
+    return table
+
+
+def scan_batches(table: Any, columns: list[str], where: str | None, batch_size: int) -> Iterator[list[dict[str, Any]]]:
+    """Rows in batches straight from the table's stream; never the whole table in memory."""
+    query = table.search()
+    if where:
+        query = query.where(where)
+    reader = query.select(columns).limit(None).to_batches(batch_size)
+    for batch in reader:
+        if batch.num_rows:
+            yield batch.to_pylist()
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def export_header(table: Any, *, vectors: bool, scope: str | None, rows: int) -> dict[str, Any]:
+    schema: pa.Schema = table.schema
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "table": table.name,
+        "table_version": int(table.version),
+        "rows": rows,
+        "scope": scope,
+        "vectors": vectors,
+        "embedding": recorded_identity(schema),
+        "dimension": vector_dimension(schema),
+        "columns": [name for name in schema.names if vectors or name != "vector"],
+        "arrow_schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def export_jsonl(settings: Settings, out: TextIO, *, vectors: bool = False, scope: str | None = None,
+                 batch_size: int = DEFAULT_BATCH, progress: Progress | None = None) -> ExportReport:
+    """Write a header line and one JSON line per row (every column; the vector only if asked).
+
+    Raises:
+        TableMissing: the table does not exist.
+    """
+    started = time.monotonic()
+    table = open_snapshot(settings.db_path, settings.table)
+    where = filters.eq("scope", scope) if scope is not None else None
+    total = int(table.count_rows(where))
+    header = export_header(table, vectors=vectors, scope=scope, rows=total)
+    out.write(json.dumps(header, ensure_ascii=False) + "\n")
+    done = 0
+    for rows in scan_batches(table, header["columns"], where, batch_size):
+        out.write("".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in rows))
+        done += len(rows)
+        if progress:
+            progress(done, total)
+    out.flush()
+    return ExportReport(rows=done, vectors=vectors, table_version=header["table_version"],
+                        seconds=time.monotonic() - started)
+
+
+# --- target tables ---------------------------------------------------------------------------------
+
+
+def target_schema(template: pa.Schema | None, embedder: Embedder) -> pa.Schema:
+    """A new table's schema: the template's columns and types (all nullable), the embedder's vector."""
+    base = build_schema(embedder)
+    if template is None:
+        return base
+    fields = []
+    for field in template:
+        if field.name == "vector":
+            fields.append(base.field("vector"))
+        else:
+            fields.append(field.with_nullable(True))  # non-nullable columns break older writers' appends
+    names = {f.name for f in fields}
+    fields += [f for f in base if f.name not in names]
+    metadata = dict(template.metadata or {})
+    metadata.update(base.metadata or {})
+    return pa.schema(fields, metadata=metadata)
+
+
+def open_target(settings: Settings, embedder: Embedder, template: pa.Schema | None) -> Store:
+    """Open the target table, creating it from ``template`` when missing; checks the embedder.
+
+    Raises:
+        EmbeddingModelMismatch: the existing target holds vectors of another model.
+    """
+    settings.db_path.mkdir(parents=True, exist_ok=True)
+    db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0))
+    if not (settings.db_path / f"{settings.table}.lance").exists():
+        with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
+            db.create_table(settings.table, schema=target_schema(template, embedder), exist_ok=True)
+    return Store.open(settings, embedder)
+
+
+def to_arrow(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows in ``schema``'s exact types; a column a row lacks is null for that row."""
+    arrays = []
+    for field in schema:
+        values = [row.get(field.name) for row in rows]
+        if field.name == "vector" and pa.types.is_fixed_size_list(field.type):
+            flat = np.concatenate([np.asarray(v, dtype=np.float32) for v in values])
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat, type=field.type.value_type),
+                                                            field.type.list_size))
+        else:
+            arrays.append(_column(values, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        values = [base64.b64decode(v) if isinstance(v, str) else v for v in values]
+    try:
+        return pa.array(values, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        # JSON carries dates as ISO text and decimals as strings: let Arrow's cast parse them.
+        return pa.array(values).cast(arrow_type)
+
+
+def _with_retry(operation: Callable[[], T]) -> T:
+    delay = 0.05
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return operation()
+        except Exception as exc:
+            if attempt == MAX_ATTEMPTS or not is_retryable(exc):
+                raise
+            logger.info("retrying an import commit after %s (attempt %d)", type(exc).__name__, attempt)
+        time.sleep(delay)  # in a worker thread: another writer's commit must land first
+        delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+def existing_ids(store: Store, ids: list[str]) -> set[str]:
+    return {row["id"] for row in store.get_rows(ids, ["id"])} if ids else set()
+
+
+def commit_new_rows(store: Store, rows: list[dict[str, Any]]) -> int:
+    """Append the rows whose id is not in the table yet, under the cross-process lock; returns how many."""
+
+    def commit() -> int:
+        with store.lock.hold():
+            present = existing_ids(store, [row["id"] for row in rows])  # re-checked inside the lock
+            fresh = [row for row in rows if row["id"] not in present]
+            if fresh:
+                store.table.add(to_arrow(store.table.schema, fresh))
+            return len(fresh)
+
+    return _with_retry(commit)
+
+
+# --- embedding -------------------------------------------------------------------------------------
+
+
+def _usable(vector: object, dimension: int) -> bool:
+    if not isinstance(vector, list) or len(vector) != dimension:
+        return False
+    array = np.asarray(vector, dtype=np.float32)
+    return bool(np.all(np.isfinite(array)) and np.linalg.norm(array) > 1e-6)
+
+
+def _retag(metadata: object, model: str) -> object:
+    """Keep a row's metadata truthful after re-embedding, touching only an existing ``embedding_model``."""
+    if not isinstance(metadata, str):
+        return metadata
+    try:
+        value = json.loads(metadata)
+    except ValueError:
+        return metadata
+    if not isinstance(value, dict) or "embedding_model" not in value or value["embedding_model"] == model:
+        return metadata
+    value["embedding_model"] = model
+    return json.dumps(value, ensure_ascii=False)
+
+
+async def fill_vectors(embedder: Embedder, rows: list[dict[str, Any]], reuse: bool, report: TransferReport) -> None:
+    """Give every row a vector: its own when reusable, else a fresh one (texts embedded in one batch)."""
+    missing = [row for row in rows if not (reuse and _usable(row.get("vector"), embedder.dimension))]
+    report.vectors_reused += len(rows) - len(missing)
+    if not missing:
+        return
+    vectors = embedder.validate(await embedder.embed_documents([row.get("text") or "" for row in missing]),
+                                len(missing))
+    for row, vector in zip(missing, vectors, strict=True):
+        row["vector"] = vector
+        if "metadata" in row:
+            row["metadata"] = _retag(row["metadata"], embedder.model)
+    report.reembedded += len(missing)
+
+
+async def write_batch(store: Store, embedder: Embedder, rows: list[dict[str, Any]], reuse: bool,
+                      report: TransferReport) -> None:
+    """Embed what needs it and append the rows the target lacks (idempotent, resumable)."""
+    report.read += len(rows)
+    present = await asyncio.to_thread(existing_ids, store, [row["id"] for row in rows])
+    fresh = [row for row in rows if row["id"] not in present]
+    if fresh:
+        await fill_vectors(embedder, fresh, reuse, report)
+        written = await asyncio.to_thread(commit_new_rows, store, fresh)
+    else:
+        written = 0
+    report.written += written
+    report.skipped_existing += len(rows) - written
+
+
+async def finish(store: Store, batches: int, report: TransferReport, started: float) -> TransferReport:
+    if batches >= COMPACT_AFTER_COMMITS and report.written:
+        await asyncio.to_thread(store.optimize)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+# --- import ----------------------------------------------------------------------------------------
+
+
+def parse_header(line: str | None) -> dict[str, Any]:
+    """Raises: InvalidExport: the first line is not a memory-mcp export header."""
+    try:
+        header = json.loads(line) if line else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise InvalidExport("the file does not start with a memory-mcp export header (made by `memory-mcp export`)")
+    if int(header.get("format_version", 0)) > FORMAT_VERSION:
+        raise InvalidExport(f"export format {header['format_version']} is newer than this program ({FORMAT_VERSION})")
+    return header
+
+
+def header_schema(header: dict[str, Any]) -> pa.Schema | None:
+    raw = header.get("arrow_schema")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(raw)))
+    except (ValueError, pa.ArrowInvalid) as exc:
+        raise InvalidExport("the export header's arrow_schema is damaged") from exc
+
+
+def vectors_reusable(header: dict[str, Any], embedder: Embedder) -> bool:
+    """Only vectors whose recorded provider, model and dimension are the embedder's (unrecorded: never)."""
+    recorded = header.get("embedding")
+    return bool(header.get("vectors")) and isinstance(recorded, dict) and (
+        {k: str(v) for k, v in recorded.items() if k in ("provider", "model", "dimension")} == embedder.identity
+    )
+
+
+def valid_row(row: object) -> bool:
+    if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
+        return False
+    try:
+        filters.literal(row["id"])
+    except InvalidInput:
+        return False
+    return True
+
+
+def parse_rows(lines: Iterable[str], report: TransferReport, batch_size: int) -> Iterator[list[dict[str, Any]]]:
+    """Batches of rows from JSONL; unparsable lines and rows without a usable id are counted, not fatal."""
+    batch: list[dict[str, Any]] = []
+    seen: set[str] = set()  # ids repeated inside the file: the first one wins
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not valid_row(row) or row["id"] in seen:
+            report.invalid += 1
+            continue
+        seen.add(row["id"])
+        batch.append(row)
+        if len(batch) >= batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def import_jsonl(lines: Iterable[str], settings: Settings, embedder: Embedder, *,
+                       batch_size: int = DEFAULT_BATCH, progress: Progress | None = None) -> TransferReport:
+    """Add the exported rows that the table lacks; reuse vectors of the same model, else re-embed.
+
+    Raises:
+        InvalidExport: not an export file. EmbeddingModelMismatch: the target holds another model.
+        EmbeddingError: the embedder failed (rows committed so far stay; re-running resumes).
+    """
+    started = time.monotonic()
+    iterator = iter(lines)
+    header = parse_header(next(iterator, None))
+    template = header_schema(header)
+    store = await asyncio.to_thread(open_target, settings, embedder, template)
+    report = TransferReport(db_path=str(settings.db_path), table=settings.table, embedding=embedder.identity)
+    known = set(store.table.schema.names)
+    report.dropped_columns = [c for c in header.get("columns", []) if c not in known]
+    reuse = vectors_reusable(header, embedder)
+    total = header.get("rows") if isinstance(header.get("rows"), int) else None
+    batches = 0
+    for rows in parse_rows(iterator, report, batch_size):
+        await write_batch(store, embedder, rows, reuse, report)
+        batches += 1
+        if progress:
+            progress(report.read + report.invalid, total)
+    return await finish(store, batches, report, started)
+
+
+# --- re-embed --------------------------------------------------------------------------------------
+
+
+def default_target_table(source_table: str, embedder: Embedder) -> str:
+    """``memories_<provider>_<dimension>``: a new table beside the source, one per model."""
+    return f"{source_table}_{embedder.name}_{embedder.dimension}"[:64]
+
+
+async def reembed(source: Settings, target: Settings, embedder: Embedder, *, batch_size: int = DEFAULT_BATCH,
+                  progress: Progress | None = None) -> TransferReport:
+    """Copy every row of the source into a new table with vectors from ``embedder``; the source is only read.
+
+    Resumable: ids already in the target are skipped, so a re-run after an interruption completes the
+    same row set without duplicates.
+
+    Raises:
+        SameTable: target and source are the same table. TableMissing: no source table.
+        EmbeddingModelMismatch: the target exists with another model.
+    """
+    if source.db_path.resolve() == target.db_path.resolve() and source.table == target.table:
+        raise SameTable(f"re-embedding into the source table {source.table!r} would mutate it; "
+                        "use --into NEW_DB or another --table")
+    started = time.monotonic()
+    snapshot = await asyncio.to_thread(open_snapshot, source.db_path, source.table)
+    schema: pa.Schema = snapshot.schema
+    store = await asyncio.to_thread(open_target, target, embedder, schema)
+    report = TransferReport(db_path=str(target.db_path), table=target.table, embedding=embedder.identity)
+    total = int(await asyncio.to_thread(snapshot.count_rows))
+    columns = [name for name in schema.names if name != "vector"]
+    batches = 0
+    stream = scan_batches(snapshot, columns, None, batch_size)
+    while (rows := await asyncio.to_thread(next, stream, None)) is not None:  # reads off the loop
+        await write_batch(store, embedder, rows, False, report)
+        batches += 1
+        if progress:
+            progress(report.read, total)
+    return await finish(store, batches, report, started)
+
+
+def compact_table(settings: Settings) -> None:
+    """Compact fragments under the write lock, keeping recent versions for other readers (any model)."""
+    table = open_snapshot(settings.db_path, settings.table)
+    table.checkout_latest()
+    with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
+        _with_retry(lambda: table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT))
