@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import os
 import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,8 +24,10 @@ from pydantic import ValidationError
 
 from app.cli_output import print_json
 from app.errors import AppError
-from app.memory.diagnostics import Check
 from app.settings import Settings
+
+if TYPE_CHECKING:  # the data modules pull in LanceDB and numpy: only the commands that need them load them
+    from app.memory.diagnostics import Check
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -127,6 +130,12 @@ async def _with_embedder(settings: Settings, work: Any) -> Any:
         await embedder.close()
 
 
+def _utf8(stream: TextIO) -> None:
+    """Memory text is any language: never let a C/POSIX locale turn it into encoding errors."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(encoding="utf-8")
+
+
 # --- export / import / reembed -------------------------------------------------------------------
 
 
@@ -136,7 +145,7 @@ def _export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     bar = _progress(args)
     if args.out in (None, "-"):
-        sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+        _utf8(sys.stdout)
         report = export_jsonl(settings, sys.stdout, vectors=args.vectors, scope=args.scope,
                               batch_size=args.batch, progress=bar)
         destination = "stdout"
@@ -174,7 +183,7 @@ def _import(args: argparse.Namespace) -> int:
     bar = _progress(args)
     with contextlib.ExitStack() as stack:
         if args.file == "-":
-            sys.stdin.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+            _utf8(sys.stdin)
             source: TextIO = sys.stdin
         else:
             source = stack.enter_context(Path(args.file).expanduser().open(encoding="utf-8"))
@@ -207,7 +216,7 @@ def _switch_hint(target: Settings, moved_db: bool) -> str:
 
 
 def _reembed(args: argparse.Namespace) -> int:
-    from app.memory.transfer import default_target_table, reembed
+    from app.memory.reembed import default_target_table, reembed
 
     source = _settings(args, embedding_provider=args.provider)
     into = Path(args.into).expanduser() if args.into else None
@@ -245,6 +254,8 @@ def _doctor_url(args: argparse.Namespace, settings: Settings) -> str:
 
 def check_server(url: str) -> Check:
     """Is a memory-mcp server answering ``/healthz`` at ``url``, or is the port taken by something else?"""
+    from app.memory.diagnostics import Check
+
     host = urlsplit(url).hostname or ""
     loopback = host in ("127.0.0.1", "localhost", "::1")
     try:
@@ -271,6 +282,7 @@ def check_server(url: str) -> Check:
 
 def check_kanban(path: Path) -> Check:
     from app.kanban.db import SCHEMA_VERSION
+    from app.memory.diagnostics import Check
 
     if not path.exists():
         return Check(name="kanban_db", status="ok", detail=f"{path} does not exist yet; the server creates it")
@@ -291,6 +303,7 @@ def check_kanban(path: Path) -> Check:
 
 async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[Check]:
     from app.memory import diagnostics
+    from app.memory.diagnostics import Check
     from app.memory.embeddings import create_embedder
 
     checks = [diagnostics.check_db_path(settings.db_path)]
@@ -316,7 +329,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
 def _doctor(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.compact:
-        from app.memory.transfer import compact_table
+        from app.memory.reembed import compact_table
 
         compact_table(settings)
         print(f"compacted {settings.db_path / settings.table}", file=sys.stderr)

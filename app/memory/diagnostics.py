@@ -97,6 +97,13 @@ def check_schema(schema: pa.Schema) -> Check:
     return Check(name="schema", status="ok", detail=detail)
 
 
+def _reembed_hint(embedder: Embedder, recorded_provider: str | None) -> str:
+    command = f"memory-mcp reembed --provider {embedder.name}"
+    if recorded_provider == embedder.name:  # same provider, another size: say which one
+        command += f" --dimensions {embedder.dimension}"
+    return f"`{command}` and switch to the new table it prints"
+
+
 def check_model(schema: pa.Schema, embedder: Embedder) -> Check:
     recorded = recorded_identity(schema)
     configured = f"{embedder.name}/{embedder.model} ({embedder.dimension}-d)"
@@ -112,17 +119,18 @@ def check_model(schema: pa.Schema, embedder: Embedder) -> Check:
         name="embedding_model", status="fail",
         detail=f"the table's vectors come from {table_model} but the configured embedder is {configured}",
         fix=(f"either set MEMORY_MCP_EMBEDDING_PROVIDER={recorded.get('provider')} (and its model/dimensions) back, "
-             f"or run `memory-mcp reembed --provider {embedder.name}` and switch to the new table it prints"),
+             f"or run {_reembed_hint(embedder, recorded.get('provider'))}"),
     )
 
 
 def check_dimension(schema: pa.Schema, embedder: Embedder) -> Check:
     dimension = vector_dimension(schema)
+    recorded = (recorded_identity(schema) or {}).get("provider")
     if dimension == embedder.dimension:
         return Check(name="vector_dimension", status="ok", detail=f"{dimension}-d vectors, as the embedder makes")
     return Check(name="vector_dimension", status="fail",
                  detail=f"the table holds {dimension}-d vectors, the embedder makes {embedder.dimension}-d",
-                 fix=f"`memory-mcp reembed --provider {embedder.name}` into a new table, or configure the old model")
+                 fix=f"run {_reembed_hint(embedder, recorded)}, or configure the table's model again")
 
 
 def check_lock(db_path: Path, now: float | None = None) -> Check:

@@ -12,8 +12,8 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from app.errors import AppError, InvalidInput
 from app.memory import filters, keyword
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
-from app.memory.errors import MemoryNotFound, ScopeForbidden
+from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
     DuplicateCheck,
     DuplicateMatch,
@@ -62,6 +62,7 @@ class MemoryService:
         self.embedder = embedder
         self.store = store
         self.writer = writer
+        self._in_flight = 0
 
     @classmethod
     @asynccontextmanager
@@ -116,6 +117,26 @@ class MemoryService:
         weight = check_importance(importance)
         target = self._target_scope(scope, agent, caller)
         self._authorize(target, caller)
+        with self._admitted():
+            return await self._store_new(text, clean_tags, weight, target, agent, caller)
+
+    @contextmanager
+    def _admitted(self) -> Iterator[None]:
+        """Bound the writes in flight, embedding included: the write queue alone cannot see a slow embedder.
+
+        Raises:
+            StoreBusy: ``write_queue_max`` writes are already being embedded or committed.
+        """
+        if self._in_flight >= self.settings.write_queue_max:
+            raise StoreBusy("the memory store is busy (too many writes in flight); retry", retry_after_s=1)
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+
+    async def _store_new(self, text: str, clean_tags: list[str], weight: float, target: str,
+                         agent: str | None, caller: str | None) -> RememberResult:
         vector = await self._embed_document(text)
         duplicate = await self._nearest_duplicate(vector, target)
         author = _agent_name(agent, caller, target)

@@ -31,9 +31,10 @@ from pydantic import BaseModel
 from app.errors import InvalidInput, NotFound
 from app.memory import filters
 from app.memory.embeddings.base import Embedder
+from app.memory.errors import StoreBusy
 from app.memory.locks import WriteLock
 from app.memory.schema import build_schema, recorded_identity, vector_dimension
-from app.memory.store import OLD_VERSIONS_KEPT, Store, is_retryable
+from app.memory.store import Store, is_retryable
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -225,13 +226,14 @@ def _column(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
         return pa.array(values).cast(arrow_type)
 
 
-def _with_retry(operation: Callable[[], T]) -> T:
+def with_retry(operation: Callable[[], T]) -> T:
     delay = 0.05
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             return operation()
         except Exception as exc:
-            if attempt == MAX_ATTEMPTS or not is_retryable(exc):
+            # StoreBusy already waited lock_timeout_s for the lock: retrying would only multiply that wait.
+            if attempt == MAX_ATTEMPTS or isinstance(exc, StoreBusy) or not is_retryable(exc):
                 raise
             logger.info("retrying an import commit after %s (attempt %d)", type(exc).__name__, attempt)
         time.sleep(delay)  # in a worker thread: another writer's commit must land first
@@ -254,7 +256,7 @@ def commit_new_rows(store: Store, rows: list[dict[str, Any]]) -> int:
                 store.table.add(to_arrow(store.table.schema, fresh))
             return len(fresh)
 
-    return _with_retry(commit)
+    return with_retry(commit)
 
 
 # --- embedding -------------------------------------------------------------------------------------
@@ -410,50 +412,3 @@ async def import_jsonl(lines: Iterable[str], settings: Settings, embedder: Embed
         if progress:
             progress(report.read + report.invalid, total)
     return await finish(store, batches, report, started)
-
-
-# --- re-embed --------------------------------------------------------------------------------------
-
-
-def default_target_table(source_table: str, embedder: Embedder) -> str:
-    """``memories_<provider>_<dimension>``: a new table beside the source, one per model."""
-    return f"{source_table}_{embedder.name}_{embedder.dimension}"[:64]
-
-
-async def reembed(source: Settings, target: Settings, embedder: Embedder, *, batch_size: int = DEFAULT_BATCH,
-                  progress: Progress | None = None) -> TransferReport:
-    """Copy every row of the source into a new table with vectors from ``embedder``; the source is only read.
-
-    Resumable: ids already in the target are skipped, so a re-run after an interruption completes the
-    same row set without duplicates.
-
-    Raises:
-        SameTable: target and source are the same table. TableMissing: no source table.
-        EmbeddingModelMismatch: the target exists with another model.
-    """
-    if source.db_path.resolve() == target.db_path.resolve() and source.table == target.table:
-        raise SameTable(f"re-embedding into the source table {source.table!r} would mutate it; "
-                        "use --into NEW_DB or another --table")
-    started = time.monotonic()
-    snapshot = await asyncio.to_thread(open_snapshot, source.db_path, source.table)
-    schema: pa.Schema = snapshot.schema
-    store = await asyncio.to_thread(open_target, target, embedder, schema)
-    report = TransferReport(db_path=str(target.db_path), table=target.table, embedding=embedder.identity)
-    total = int(await asyncio.to_thread(snapshot.count_rows))
-    columns = [name for name in schema.names if name != "vector"]
-    batches = 0
-    stream = scan_batches(snapshot, columns, None, batch_size)
-    while (rows := await asyncio.to_thread(next, stream, None)) is not None:  # reads off the loop
-        await write_batch(store, embedder, rows, False, report)
-        batches += 1
-        if progress:
-            progress(report.read, total)
-    return await finish(store, batches, report, started)
-
-
-def compact_table(settings: Settings) -> None:
-    """Compact fragments under the write lock, keeping recent versions for other readers (any model)."""
-    table = open_snapshot(settings.db_path, settings.table)
-    table.checkout_latest()
-    with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
-        _with_retry(lambda: table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT))

@@ -64,5 +64,5 @@ def _factory(settings: Settings) -> Embedder:
         timeout_s=settings.embedding_timeout_s,
         max_retries=settings.embedding_max_retries,
         batch_size=settings.embedding_batch_size,
-        deadline_s=getattr(settings, "embedding_deadline_s", None),
+        deadline_s=settings.embedding_deadline_s,
     )

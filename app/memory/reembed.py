@@ -1,0 +1,75 @@
+"""Migrate a store to another embedding model: copy every row into a new table with fresh vectors.
+
+The source table is only read (pinned at one version); the target is a new table beside it or in
+another directory, created with the source's columns and the new model's identity in its schema
+metadata, so the server opens it with that provider and refuses any other. Ids already in the
+target are skipped, so re-running after an interruption resumes without doubling a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pyarrow as pa
+
+from app.memory.embeddings.base import Embedder
+from app.memory.locks import WriteLock
+from app.memory.store import OLD_VERSIONS_KEPT
+from app.memory.transfer import (
+    DEFAULT_BATCH,
+    Progress,
+    SameTable,
+    TransferReport,
+    finish,
+    open_snapshot,
+    open_target,
+    scan_batches,
+    with_retry,
+    write_batch,
+)
+from app.settings import Settings
+
+
+def default_target_table(source_table: str, embedder: Embedder) -> str:
+    """``memories_<provider>_<dimension>``: a new table beside the source, one per model."""
+    return f"{source_table}_{embedder.name}_{embedder.dimension}"[:64]
+
+
+async def reembed(source: Settings, target: Settings, embedder: Embedder, *, batch_size: int = DEFAULT_BATCH,
+                  progress: Progress | None = None) -> TransferReport:
+    """Copy every row of the source into a new table with vectors from ``embedder``; the source is only read.
+
+    Resumable: ids already in the target are skipped, so a re-run after an interruption completes the
+    same row set without duplicates.
+
+    Raises:
+        SameTable: target and source are the same table. TableMissing: no source table.
+        EmbeddingModelMismatch: the target exists with another model.
+    """
+    if source.db_path.resolve() == target.db_path.resolve() and source.table == target.table:
+        raise SameTable(f"re-embedding into the source table {source.table!r} would mutate it; "
+                        "use --into NEW_DB or another --table")
+    started = time.monotonic()
+    snapshot = await asyncio.to_thread(open_snapshot, source.db_path, source.table)
+    schema: pa.Schema = snapshot.schema
+    store = await asyncio.to_thread(open_target, target, embedder, schema)
+    report = TransferReport(db_path=str(target.db_path), table=target.table, embedding=embedder.identity)
+    total = int(await asyncio.to_thread(snapshot.count_rows))
+    columns = [name for name in schema.names if name != "vector"]
+    batches = 0
+    stream = scan_batches(snapshot, columns, None, batch_size)
+    while (rows := await asyncio.to_thread(next, stream, None)) is not None:  # reads off the loop
+        await write_batch(store, embedder, rows, False, report)
+        batches += 1
+        if progress:
+            progress(report.read, total)
+    return await finish(store, batches, report, started)
+
+
+def compact_table(settings: Settings) -> None:
+    """Compact fragments under the write lock, keeping recent versions for other readers (any model)."""
+    table = open_snapshot(settings.db_path, settings.table)
+    table.checkout_latest()
+    with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
+        with_retry(lambda: table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT))
