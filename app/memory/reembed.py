@@ -55,6 +55,8 @@ async def reembed(source: Settings, target: Settings, embedder: Embedder, *, bat
     schema: pa.Schema = snapshot.schema
     store = await asyncio.to_thread(open_target, target, embedder, schema)
     report = TransferReport(db_path=str(target.db_path), table=target.table, embedding=embedder.identity)
+    known = set(store.table.schema.names)
+    report.dropped_columns = [name for name in schema.names if name not in known]  # a pre-existing target
     total = int(await asyncio.to_thread(snapshot.count_rows))
     columns = [name for name in schema.names if name != "vector"]
     batches = 0

@@ -22,6 +22,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from app.errors import AppError
 from app.memory import filters
 from app.memory.embeddings.base import Embedder
 from app.memory.locks import WriteLock
@@ -39,6 +40,8 @@ MAX_ATTEMPTS = 8
 
 def is_retryable(exc: BaseException) -> bool:
     """Lance's transient commit failures: another writer committed first; retrying is safe."""
+    if isinstance(exc, AppError):  # our own errors (e.g. a lock timeout) already waited their budget
+        return False
     message = str(exc).lower()
     return any(marker in message for marker in _RETRYABLE)
 

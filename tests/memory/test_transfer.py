@@ -21,7 +21,7 @@ from app.memory import diagnostics
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.errors import EmbeddingModelMismatch, StoreBusy
 from app.memory.locks import MKDIR_LOCK_NAME, STALE_S, WriteLock
-from app.memory.reembed import reembed
+from app.memory.reembed import compact_table, reembed
 from app.memory.rows import new_row
 from app.memory.schema import recorded_identity, vector_dimension
 from app.memory.service import MemoryService
@@ -174,6 +174,16 @@ async def test_import_with_an_embedder_of_another_dimension_reembeds_every_text(
     np.testing.assert_allclose(np.asarray(row["vector"]), expected, rtol=1e-6)
 
 
+async def test_import_into_a_table_of_another_model_is_refused_before_writing(make_settings: SettingsFactory) -> None:
+    settings = make_settings()
+    await asyncio.to_thread(bulk_store, settings, 4)
+    text = await asyncio.to_thread(export_text, settings, vectors=True)
+    version = table_of(settings).version
+    with pytest.raises(EmbeddingModelMismatch):
+        await run_import(text, make_settings(embedding_dimensions=64), HashEmbedder(64))
+    assert table_of(settings).version == version
+
+
 async def test_import_refuses_a_file_that_is_not_an_export_and_counts_broken_lines(
         make_settings: SettingsFactory, tmp_path: Path) -> None:
     settings = make_settings()
@@ -256,6 +266,16 @@ async def test_an_interrupted_reembed_resumes_to_the_exact_row_set_without_dupli
     assert (resumed.skipped_existing, resumed.written) == (200, 250)
     target_ids = [row["id"] for row in rows_of(target)]
     assert target_ids == sorted(ids) and len(set(target_ids)) == 450
+
+
+def test_compacting_merges_the_fragments_of_many_commits(make_settings: SettingsFactory) -> None:
+    settings = make_settings()
+    for _ in range(4):
+        bulk_store(settings, 5)
+    assert table_of(settings).stats()["fragment_stats"]["num_fragments"] == 4
+    compact_table(settings)
+    assert table_of(settings).stats()["fragment_stats"]["num_fragments"] == 1
+    assert table_of(settings).count_rows() == 20
 
 
 # --- doctor checks ----------------------------------------------------------------------------------
