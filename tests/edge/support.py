@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import uvicorn
 from fastapi import FastAPI, Request
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.edge.guard import EdgeGuard
 from app.settings import Settings
+from tests.support.server import serve_asgi
 
 
 @dataclass
@@ -118,40 +116,8 @@ def probe_app(settings: Settings, probe: Probe) -> FastAPI:
     return app
 
 
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-    def install_signal_handlers(self) -> None:
-        """Signals belong to pytest's main thread."""
-
-
 @contextmanager
 def serve_app(app: ASGIApp) -> Iterator[int]:
     """Serve any ASGI app on 127.0.0.1 with a free port in a thread; yields the port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
-
-    def serve() -> None:
-        try:
-            asyncio.run(server.serve(sockets=[sock]))
-        finally:
-            server.ready.set()  # a failed start wakes the waiter too
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        if not server.ready.wait(30) or not server.started:
-            raise RuntimeError("probe server did not start")
+    with serve_asgi(app, startup_timeout=30) as (port, _server):
         yield port
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from app.main import create_app
 from app.settings import Settings
@@ -45,18 +46,13 @@ class LiveServer:
 
 
 @contextmanager
-def run_server(settings: Settings, *, startup_timeout: float = 60.0) -> Iterator[LiveServer]:
-    """Serve ``create_app(settings)`` on 127.0.0.1 with a free port until the block exits."""
+def serve_asgi(app: ASGIApp, *, startup_timeout: float = 60.0) -> Iterator[tuple[int, uvicorn.Server]]:
+    """Serve any ASGI app on 127.0.0.1 with a free port in a thread; yields the port and the server."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=3,
-    )
+    port = int(sock.getsockname()[1])
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     server = _SignallingServer(config)
     failure: list[BaseException] = []
 
@@ -66,20 +62,28 @@ def run_server(settings: Settings, *, startup_timeout: float = 60.0) -> Iterator
         except BaseException as exc:  # noqa: BLE001 - surfaced to the test below
             failure.append(exc)
         finally:
-            server.ready.set()
+            server.ready.set()  # a failed start wakes the waiter too
 
     thread = threading.Thread(target=serve, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     if not server.ready.wait(startup_timeout) or failure or not server.started:
         server.should_exit = True
         thread.join(10)
+        sock.close()
         raise RuntimeError(f"server did not start: {failure[0] if failure else 'timeout'}")
     try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", port=port, settings=settings, server=server)
+        yield port, server
     finally:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+@contextmanager
+def run_server(settings: Settings, *, startup_timeout: float = 60.0) -> Iterator[LiveServer]:
+    """Serve ``create_app(settings)`` on 127.0.0.1 with a free port until the block exits."""
+    with serve_asgi(create_app(settings), startup_timeout=startup_timeout) as (port, server):
+        yield LiveServer(url=f"http://127.0.0.1:{port}", port=port, settings=settings, server=server)
 
 
 def free_port() -> int:
