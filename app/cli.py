@@ -61,6 +61,8 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
         log_level=settings.log_level.lower(),
+        # configure_logging already formats uvicorn's loggers; its default dictConfig would replace that.
+        log_config=None,
         # The access log prints query strings, where a misconfigured client may put its token.
         access_log=False,
     )

@@ -50,14 +50,17 @@ _HANDLER_NAME = "memory-mcp"
 
 
 def configure_logging(settings: Settings) -> None:
-    """Install one handler on the ``app`` logger tree; idempotent across ``create_app`` calls."""
-    root = logging.getLogger("app")
-    root.setLevel(settings.log_level.upper())
-    for handler in list(root.handlers):
-        if handler.get_name() == _HANDLER_NAME:
-            root.removeHandler(handler)
+    """One handler for the ``app`` and ``uvicorn`` logger trees, so every line has one format; idempotent."""
     handler = logging.StreamHandler()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else KeyValueFormatter())
     handler.addFilter(_RequestIdFilter())
-    root.addHandler(handler)
+    for name in ("app", "uvicorn"):
+        tree = logging.getLogger(name)
+        tree.setLevel(settings.log_level.upper())
+        for old in list(tree.handlers):
+            if old.get_name() == _HANDLER_NAME:
+                tree.removeHandler(old)
+        tree.addHandler(handler)
+    # uvicorn's own records stop here instead of reaching a root handler a library may have installed.
+    logging.getLogger("uvicorn").propagate = False

@@ -32,10 +32,13 @@ def scaled(count: int) -> int:
 
 async def rest_remember(http: httpx.AsyncClient, url: str, history: HistoryLog, crid: str,
                         body: str = "reliability write") -> httpx.Response | None:
-    """POST one memory and log the outcome: 200 ok, 4xx/503 fail (nothing written), anything else info."""
+    """POST one memory and log the outcome: 200 ok; 4xx, 503 or no connection fail (nothing written); else info."""
     with history.invoke("remember", crid) as op:
         try:
             response = await http.post(f"{url}/api/lancedb/memories", json={"text": tagged_text(crid, body)})
+        except httpx.ConnectError as exc:
+            op.fail(f"never sent: {type(exc).__name__}")  # no connection, so the server never saw it
+            return None
         except httpx.HTTPError as exc:
             op.info(type(exc).__name__)
             return None

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 8
 WRITES_PER_CLIENT = scaled(250)
 EXTERNAL_PROCESSES = 2
-WRITES_PER_PROCESS = scaled(250)
+WRITES_PER_PROCESS = scaled(125)  # each add is its own commit and fragment, as OpenClaw writes
 TRANSPORTS = ("rest", "streamable", "sse")
 
 
@@ -69,8 +69,7 @@ async def test_mixed_transport_clients_and_external_processes_lose_and_duplicate
     print(f"\nLOAD {verdict.summary()}\n  server writes p50={p50:.1f} ms p99={p99:.1f} ms max={p100:.1f} ms;"  # noqa: T201
           f" external writes p50={e50:.1f} ms p99={e99:.1f} ms")
     for transport in TRANSPORTS:
-        mine = [e.latency_s for e in server_events if f"c{TRANSPORTS.index(transport)}" <= e.client_request_id
-                and int(e.client_request_id[1]) % 3 == TRANSPORTS.index(transport)]
+        mine = [e.latency_s for e in server_events if TRANSPORTS[_client_number(e.client_request_id) % 3] == transport]
         t50, t99 = percentiles(mine, 50, 99)
         print(f"  {transport}: {len(mine)} writes p50={t50:.1f} ms p99={t99:.1f} ms")  # noqa: T201
     assert verdict.violations == []
@@ -78,3 +77,7 @@ async def test_mixed_transport_clients_and_external_processes_lose_and_duplicate
     assert verdict.fail == verdict.info == 0
     assert verdict.final_rows == verdict.ok
     assert p100 < 30_000  # sanity only: no write waited anywhere near a lock timeout
+
+
+def _client_number(client_request_id: str) -> int:
+    return int(client_request_id.split("-", 1)[0].removeprefix("c"))
