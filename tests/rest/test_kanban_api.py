@@ -105,16 +105,20 @@ def test_job_routes_return_202_while_running_and_200_when_done(client: httpx.Cli
 
 
 @pytest.mark.slow
-def test_board_answers_quickly_while_a_30_second_job_runs(settings: Settings) -> None:
+def test_board_and_recall_answer_quickly_while_a_30_second_job_runs(settings: Settings) -> None:
     with run_server(settings) as server, httpx.Client(base_url=f"{server.url}/api/kanban", timeout=10) as http:
+        memories = f"{server.url}/api/lancedb"
+        assert http.post(f"{memories}/memories", json={"text": "the nightly job rebuilds the index"}).is_success
         started = time.perf_counter()
         job = http.post("/jobs", json={"args": ["slow"]})
         trigger_s = time.perf_counter() - started
         assert job.status_code == 202
         latencies = []
-        for _ in range(50):
+        for _ in range(25):
             started = time.perf_counter()
             assert http.get("/board").status_code == 200
+            found = http.get(f"{memories}/vector-search", params={"q": "nightly job index"})
+            assert found.status_code == 200 and found.json()[0]["text"] == "the nightly job rebuilds the index"
             latencies.append(time.perf_counter() - started)
         assert http.get(f"/jobs/{job.json()['id']}").json()["status"] == "running"
     assert trigger_s < 1.0 and max(latencies) < 1.0, (trigger_s, max(latencies))
