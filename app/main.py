@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from app.container import Services
 from app.edge.guard import EdgeGuard
+from app.errors import AppError
 from app.kanban.service import KanbanService
 from app.logging_setup import configure_logging
 from app.mcp.front_end import McpFrontEnd
@@ -32,10 +33,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            services.memory = await stack.enter_async_context(MemoryService.open(settings))
-            stack.callback(setattr, services, "memory", None)
-            services.kanban = await stack.enter_async_context(KanbanService.open(settings))
-            stack.callback(setattr, services, "kanban", None)
+            try:
+                services.memory = await stack.enter_async_context(MemoryService.open(settings))
+                stack.callback(setattr, services, "memory", None)
+                services.kanban = await stack.enter_async_context(KanbanService.open(settings))
+                stack.callback(setattr, services, "kanban", None)
+            except AppError as exc:
+                # The one line an operator needs (model mismatch, unusable store, unsafe job script).
+                logger.error("memory-mcp cannot start: %s", exc.message)
+                raise
             await stack.enter_async_context(mcp_front.run())
             logger.info("memory-mcp ready on %s:%s", settings.host, settings.port)
             yield

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from app.memory.models import (
     SimilarMemory,
     Stats,
 )
+from app.memory.recovery import RecoveryReport, health_fields, open_with_recovery
 from app.memory.rows import iso, new_row, now_ms, to_hit, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, normalize_scope, writable_scopes
 from app.memory.store import Store
@@ -63,6 +65,7 @@ class MemoryService:
         self.store = store
         self.writer = writer
         self._in_flight = 0
+        self.recovery: RecoveryReport | None = None  # set when open quarantined a damaged head
 
     @classmethod
     @asynccontextmanager
@@ -71,16 +74,21 @@ class MemoryService:
 
         Raises:
             EmbeddingModelMismatch: the table holds vectors of another model or dimension.
+            StoreUnrecoverable: no version of the table can be opened (see ``recovery``).
         """
         owned = embedder is None
         embedder = embedder or create_embedder(settings)
         await embedder.load()
         try:
-            store = await asyncio.to_thread(Store.open, settings, embedder)
+            # A damaged newest version (power loss) is quarantined and the previous one opened (P10).
+            store, recovery = await asyncio.to_thread(
+                open_with_recovery, settings, partial(Store.open, settings, embedder), Store.version)
             writer = Writer(store, settings)
             writer.start()
             try:
-                yield cls(settings, embedder, store, writer)
+                service = cls(settings, embedder, store, writer)
+                service.recovery = recovery
+                yield service
             finally:
                 await writer.close()
         finally:
@@ -97,6 +105,7 @@ class MemoryService:
             "table": self.settings.table,
             "write_queue": self.writer.depth,
             "commits": self.writer.commits,
+            **health_fields(self.recovery),
         }
 
     # --- writes --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ acknowledged yet), instead of each one triggering a full reload.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -29,8 +30,51 @@ import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
-RELOAD_BATCH_ROWS = 16_384
+RELOAD_BATCH_ROWS = 4_096  # small batches keep the transient decode memory small
 COMPACT_DEAD_SHARE = 0.25
+MAX_ROW_CHUNKS = 256
+
+
+class _ArrowRows:
+    """Row columns as Arrow record batches: a few hundred bytes a row where a Python dict costs ~1 kB."""
+
+    def __init__(self, schema: pa.Schema | None) -> None:
+        self.schema = schema
+        self.batches: list[pa.RecordBatch] = []
+        self.starts: list[int] = []
+        self.count = 0
+
+    def append_batch(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.schema is None:
+            self.schema = batch.schema
+        self.starts.append(self.count)
+        self.batches.append(batch)
+        self.count += batch.num_rows
+        if len(self.batches) > MAX_ROW_CHUNKS:  # one small batch per commit would pile up
+            self._merge()
+
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.append_batch(pa.RecordBatch.from_pylist(rows, schema=self.schema))
+
+    def get(self, i: int) -> dict[str, Any]:
+        chunk = bisect.bisect_right(self.starts, i) - 1
+        row: dict[str, Any] = self.batches[chunk].slice(i - self.starts[chunk], 1).to_pylist()[0]
+        return row
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        table = pa.Table.from_batches(self.batches, schema=self.schema)
+        rows: list[dict[str, Any]] = table.take(pa.array(np.asarray(indices, dtype=np.int64))).to_pylist()
+        return rows
+
+    def _merge(self) -> None:
+        batches = pa.Table.from_batches(self.batches, schema=self.schema).combine_chunks().to_batches()
+        self.batches, self.starts, self.count = [], [], 0
+        for batch in batches:
+            self.starts.append(self.count)
+            self.batches.append(batch)
+            self.count += batch.num_rows
 
 
 class VectorCache:
@@ -46,14 +90,14 @@ class VectorCache:
         self._writes_in_flight = 0
         self._clear()
 
-    def _clear(self) -> None:
+    def _clear(self, schema: pa.Schema | None = None) -> None:
         self._matrix = np.empty((1024, self.dimension), dtype=np.float32)
         self._alive = np.zeros(1024, dtype=bool)
         self._scope_codes = np.full(1024, -1, dtype=np.int32)
         self._n = 0
-        self._rows: list[dict[str, Any]] = []
+        self._rows = _ArrowRows(schema)
         self._position: dict[str, int] = {}
-        self._scopes: dict[str, int] = {}
+        self._scopes: dict[str | None, int] = {}
 
     def __len__(self) -> int:
         return len(self._position)
@@ -72,8 +116,11 @@ class VectorCache:
         version = int(table.version)
         columns = list(dict.fromkeys(["id", "scope", *self.row_columns, "vector"]))
         reader = table.search().select(columns).limit(None).to_batches(RELOAD_BATCH_ROWS)
+        schema = pa.schema([table.schema.field(c) for c in self.row_columns if c in table.schema.names])
+        expected = int(table.count_rows())
         with self._lock:
-            self._clear()
+            self._clear(schema)
+            self._reserve(expected + expected // 16)  # one allocation: doubling would copy 100k x d twice
             for batch in reader:
                 self._append_batch(batch)
             self.version = version
@@ -85,28 +132,35 @@ class VectorCache:
         vectors = batch.column("vector")
         flat = vectors.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
         matrix = flat.reshape(len(batch), self.dimension)
-        rows = batch.select([c for c in self.row_columns if c in batch.schema.names]).to_pylist()
-        self._append(rows, matrix)
+        self._index(batch.column("id").to_pylist(), batch.column("scope").to_pylist(), matrix)
+        # Copy the row columns out: a batch imported from LanceDB frees its buffers only as a whole, so
+        # keeping a zero-copy slice of it would keep the (large) vector column alive as well.
+        every = pa.array(np.arange(len(batch), dtype=np.int64))
+        names = list(self._rows.schema.names) if self._rows.schema else [c for c in batch.schema.names if c != "vector"]
+        columns = [batch.column(name).take(every) for name in names]
+        schema = self._rows.schema or batch.select(names).schema
+        self._rows.append_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
 
     def _append(self, rows: list[dict[str, Any]], matrix: np.ndarray) -> None:
-        self._reserve(self._n + len(rows))
-        for row, vector in zip(rows, matrix, strict=True):
-            memory_id = row.get("id")
+        self._index([r.get("id") for r in rows], [r.get("scope") for r in rows], matrix)
+        self._rows.append_rows(rows)
+
+    def _index(self, ids: list[Any], scopes: list[Any], matrix: np.ndarray) -> None:
+        self._reserve(self._n + len(ids))
+        for memory_id, scope, vector in zip(ids, scopes, matrix, strict=True):
             if memory_id in self._position:  # the newest copy of an id wins
                 self._alive[self._position[memory_id]] = False
             i = self._n
             self._matrix[i] = vector
             self._alive[i] = True
-            scope = row.get("scope") or "global"
-            self._scope_codes[i] = self._scopes.setdefault(scope, len(self._scopes))
-            self._rows.append(row)
+            self._scope_codes[i] = self._scopes.setdefault(scope, len(self._scopes))  # null stays null, as in SQL
             self._position[memory_id] = i
             self._n += 1
 
     def _reserve(self, rows: int) -> None:
         if rows <= len(self._matrix):
             return
-        capacity = max(rows, len(self._matrix) * 2)
+        capacity = max(rows, len(self._matrix) + len(self._matrix) // 2)
         self._matrix = np.resize(self._matrix, (capacity, self.dimension))
         self._alive = np.concatenate([self._alive, np.zeros(capacity - len(self._alive), dtype=bool)])
         extra = capacity - len(self._scope_codes)
@@ -166,7 +220,7 @@ class VectorCache:
             position = self._position.get(memory_id)
             if position is None:
                 return
-            row = {**self._rows[position], **{k: v for k, v in values.items() if k != "vector"}}
+            row = {**self._rows.get(position), **{k: v for k, v in values.items() if k != "vector"}}
             vector = values.get("vector")
             matrix = np.asarray(vector if vector is not None else self._matrix[position], dtype=np.float32)
             self._append([row], matrix.reshape(1, -1))
@@ -180,9 +234,9 @@ class VectorCache:
         dead = self._n - len(self._position)
         if self._n and dead / self._n > COMPACT_DEAD_SHARE:
             keep = np.flatnonzero(self._alive[: self._n])
-            rows = [self._rows[i] for i in keep]
+            rows = self._rows.take(keep)
             matrix = self._matrix[keep].copy()
-            self._clear()
+            self._clear(self._rows.schema)
             self._append(rows, matrix)
 
     # --- search ----------------------------------------------------------------------------------
@@ -208,4 +262,4 @@ class VectorCache:
                 return []
             top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
             top = top[np.argsort(-scores[top], kind="stable")][:k]
-            return [{**self._rows[i], "score": float(scores[i])} for i in top]
+            return [{**row, "score": float(scores[i])} for row, i in zip(self._rows.take(top), top, strict=True)]
