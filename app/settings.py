@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     write_batch_max: int = Field(default=256, ge=1)
     compact_every_commits: int = Field(default=64, ge=1)
     lock_timeout_s: float = Field(default=30.0, gt=0)
+    vector_cache: bool = True
+    rank_lexical_weight: float | None = Field(default=None, ge=0.0, le=10.0)
 
     # --- embeddings ---
     embedding_provider: EmbeddingProviderName = "local"
