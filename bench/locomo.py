@@ -94,9 +94,10 @@ def experiments(scopes: list[lab.Scope], models: Sequence[str]) -> list[dict[str
         w = lab.tune(lambda x, m=m: lab.pool_rerank(m, RankingOptions(lexical_weight=x)), scopes)
         add(f"rerank:{m}+bm25", lab.pool_rerank(m, RankingOptions(lexical_weight=w)), lexical_weight=w, pool=lab.POOL)
         if scopes and scopes[0].keyword_pools:
-            w = lab.tune(lambda x, m=m: lab.union_rerank(m, RankingOptions(lexical_weight=x)), scopes)
-            add(f"rerank-union:{m}+bm25", lab.union_rerank(m, RankingOptions(lexical_weight=w)), lexical_weight=w,
-                pool=f"vector top-{lab.POOL} + keyword top-{lab.POOL}")
+            make = lambda x, m=m: lab.union_rerank(m, RankingOptions(lexical_weight=x))  # noqa: E731
+            w = lab.tune(make, scopes)
+            pool = f"vector top-{lab.POOL} + keyword top-{lab.POOL}"
+            add(f"rerank-union:{m}+bm25", make(w), lexical_weight=w, pool=pool, sweep=lab.sweep(make, scopes))
         r = lab.tune(lambda x, m=m: lab.pool_rerank(m, RankingOptions(recency_weight=x)), scopes, lab.RECENCY_WEIGHTS)
         add(f"recency:{m}", lab.pool_rerank(m, RankingOptions(recency_weight=r)), recency_weight=r, half_life_days=30)
     if len(models) >= 2:
@@ -132,6 +133,12 @@ def report(payload: dict[str, Any]) -> None:
                r["timing"]["recall_latency"]["p95_ms"], r["timing"]["model_embed_s"], r["timing"]["texts_from_cache"],
                r["exact_agreement"]["overlap@10"], r["exact_agreement"]["overlap@10_tie_aware"]]
               for m, r in payload["service"].items()]
+    for e in payload["experiments"]:
+        if "sweep" in e["params"]:
+            chosen = e["params"]["lexical_weight"]
+            print_table(f"{e['method']}: lexical weight sweep (all conversations; chosen {chosen})",
+                        ("weight", "hit@1", "hit@5", "hit@10"),
+                        [[p["weight"], p["hit@1"], p["hit@5"], p["hit@10"]] for p in e["params"]["sweep"]])
     print_table("Service timing and agreement with exact numpy search over its own vectors",
                 ("model", "ingest_s", "query_s", "recall_p50_ms", "recall_p95_ms", "model_embed_s", "cache_hits",
                  "overlap@10", "overlap@10_ties"), timing)

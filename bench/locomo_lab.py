@@ -12,16 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.memory.ranking import Candidate, RankingOptions, fuse, rerank
+from app.memory.ranking import POOL, Candidate, RankingOptions, fuse, rerank
 from bench.bm25 import BM25
 from bench.exact import top_k
 from bench.locomo_data import Conversation
 from bench.metrics import Judged, summarise
 
 K = 10
-POOL = 50  # candidates the service would fetch before re-ranking
 RRF_K = 60
-WEIGHTS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+WEIGHTS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 Z_WEIGHTS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.5)  # the ensemble fuses z-scores, whose spread is ~5x a cosine's
 RECENCY_WEIGHTS = (0.01, 0.02, 0.05, 0.1)
 
@@ -147,6 +146,15 @@ def evaluate(method: Method, scopes: Sequence[Scope]) -> dict[str, dict[str, flo
 def split(scopes: Sequence[Scope]) -> tuple[list[Scope], list[Scope]]:
     """(tuning, held-out): even-numbered conversations tune, odd ones are held out."""
     return list(scopes[0::2]), list(scopes[1::2]) or list(scopes[0::2])
+
+
+def sweep(make: Callable[[float], Method], scopes: Sequence[Scope], grid: Sequence[float] = WEIGHTS) -> list[dict]:
+    """hit@1/5/10 for every weight on all conversations, to show how flat or peaked the choice is."""
+    out = []
+    for weight in grid:
+        summary = evaluate(make(weight), scopes)["all"]
+        out.append({"weight": weight, **{k: summary[k] for k in ("hit@1", "hit@5", "hit@10")}})
+    return out
 
 
 def tune(make: Callable[[float], Method], scopes: Sequence[Scope], grid: Sequence[float] = WEIGHTS) -> float:

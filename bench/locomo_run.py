@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from app.memory.embeddings.registry import create_embedder
-from app.memory.ranking import tokenize
+from app.memory.ranking import keyword_query
 from app.memory.service import MemoryService
 from app.settings import Settings
 from bench.common import latency_summary_ms
@@ -97,8 +97,7 @@ async def _keyword_pools(
     """Lexical candidates as the service can produce them today (not timed: an experiment input)."""
     pools = []
     for question in conversation.questions:
-        terms = " ".join(dict.fromkeys(tokenize(question.question))) or question.question
-        hits = await service.keyword_search(terms, scope=scope_for(conversation), limit=pool)
+        hits = await service.keyword_search(keyword_query(question.question), scope=scope_for(conversation), limit=pool)
         pools.append([id_to_dia.get(hit.id, "?") for hit in hits])
     return pools
 

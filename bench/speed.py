@@ -36,9 +36,10 @@ from bench.vcache import CachingEmbedder, VectorCache
 
 TARGETS = {"search_vs_numpy": 2.0, "rest_vs_embed_plus_exact": 3.0, "remember_per_s": 500.0, "rss_mb": 600.0}
 SCOPED = "agent:claude-code"
+KEYWORD_QUERIES = 20
 
 
-def _in_process(db: Path, data: Corpus, qvecs: np.ndarray, embedder: Any) -> dict[str, Any]:
+def _in_process(db: Path, data: Corpus, queries: list[str], qvecs: np.ndarray, embedder: Any) -> dict[str, Any]:
     """Store-only search (unfiltered and scope-filtered) and the numpy reference, recall checked."""
     store = Store.open(Settings(db_path=db, embedding_provider=embedder.name), embedder)
     numpy_lat, _ = st.numpy_reference(data.vectors, qvecs)
@@ -48,6 +49,7 @@ def _in_process(db: Path, data: Corpus, qvecs: np.ndarray, embedder: Any) -> dic
     cache = st.cache_search(store, qvecs)
     scoped_cache = st.cache_search(store, qvecs, scope=SCOPED)
     return {
+        "keyword_search": st.keyword_search(store, queries[:KEYWORD_QUERIES]),
         "vector_cache": {
             **cache["latency"], "reload_s": cache["reload_s"], "matrix_mb": cache["matrix_mb"],
             "recall@10": round(st.recall_vs_exact(cache["results"], data.vectors, qvecs, data.ids), 4),
@@ -100,7 +102,7 @@ async def run_size(size: int, embedder: CachingEmbedder, queries: list[str], qve
     db.parent.mkdir(parents=True)
     result: dict[str, Any] = {"size": size, "dimension": embedder.dimension, "bulk_load": bulk_load(db, data, embedder)}
     result["disk_loaded_mb"] = round(disk_bytes(db) / 2**20, 2)
-    result.update(await asyncio.to_thread(_in_process, db, data, qvecs, embedder))
+    result.update(await asyncio.to_thread(_in_process, db, data, queries, qvecs, embedder))
     for variant in args.variants:
         # Each variant gets its own copy of the freshly loaded table: the previous one's writes would skew it.
         copy = tmp / f"size-{size}-{variant}" / "lancedb"
@@ -186,6 +188,7 @@ def report(payload: dict[str, Any]) -> None:
         _row(sizes, "vector cache recall@10 vs exact", lambda s: s["vector_cache"]["recall@10"]),
         _row(sizes, f"vector cache {SCOPED} p50 ms", lambda s: s["vector_cache_scoped"]["p50_ms"]),
         _row(sizes, "vector cache scoped recall@10", lambda s: s["vector_cache_scoped"]["recall@10"]),
+        _row(sizes, "keyword search (top-50) p50 ms", lambda s: s["keyword_search"]["p50_ms"]),
         _row(sizes, "vector cache load s", lambda s: s["vector_cache"]["reload_s"]),
         _row(sizes, "embedder alone (1 query) p50 ms", lambda s: payload["embedder_alone"]["p50_ms"]),
         _row(sizes, "embedder alone (1 query) p95 ms", lambda s: payload["embedder_alone"]["p95_ms"]),

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from app.memory import filters
+from app.memory import filters, keyword
 from app.memory.embeddings.base import Embedder
+from app.memory.ranking import keyword_query
 from app.memory.store import Store
 from app.memory.vector_cache import VectorCache
 from bench.common import latency_summary_ms
@@ -63,6 +64,13 @@ def store_search(
         lambda i: [row["id"] for row in store.vector_search(queries[i], where, K)], len(queries)
     )
     return latency_summary_ms(latencies), results
+
+
+def keyword_search(store: Store, queries: Sequence[str]) -> dict[str, float]:
+    """The service's substring keyword search (what a hybrid ranking would add per recall), top-50."""
+    terms = [keyword_query(q) for q in queries]
+    latencies, _ = _timed(lambda i: keyword.search(store, terms[i], None, 50), len(terms))
+    return latency_summary_ms(latencies)
 
 
 def cache_search(store: Store, queries: np.ndarray, scope: str | None = None) -> dict[str, Any]:

@@ -82,7 +82,9 @@ class CachingEmbedder(Embedder):
         self.default_dedup_threshold = getattr(inner, "default_dedup_threshold", 0.9)
         self.cache = cache or VectorCache(inner.identity)
         self.use_cache = use_cache
-        self.model_seconds = 0.0  # time spent in the real model (not cache lookups)
+        self.model_seconds = 0.0  # wall time with at least one real model call in flight (not cache lookups)
+        self._in_flight = 0
+        self._busy_since = 0.0
         self.model_texts = 0
         self.cache_hits = 0
         self.queries: dict[str, np.ndarray] = {}
@@ -104,12 +106,18 @@ class CachingEmbedder(Embedder):
         missing = [i for i, v in enumerate(found) if v is None]
         self.cache_hits += len(texts) - len(missing)
         if missing:
-            start = time.perf_counter()
-            if kind == "q":
-                fresh = np.stack([await self.inner.embed_query(texts[i]) for i in missing])
-            else:
-                fresh = await self.inner.embed_documents([texts[i] for i in missing])
-            self.model_seconds += time.perf_counter() - start
+            self._in_flight += 1
+            if self._in_flight == 1:
+                self._busy_since = time.perf_counter()
+            try:
+                if kind == "q":
+                    fresh = np.stack([await self.inner.embed_query(texts[i]) for i in missing])
+                else:
+                    fresh = await self.inner.embed_documents([texts[i] for i in missing])
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:  # concurrent calls overlap: count their union, not their sum
+                    self.model_seconds += time.perf_counter() - self._busy_since
             self.model_texts += len(missing)
             self.cache.put(kind, [texts[i] for i in missing], fresh)
             for i, vector in zip(missing, fresh, strict=True):

@@ -96,6 +96,7 @@ class VectorCache:
         self._scope_codes = np.full(1024, -1, dtype=np.int32)
         self._n = 0
         self._rows = _ArrowRows(schema)
+        self._generation = getattr(self, "_generation", 0) + 1  # row positions of earlier snapshots are void
         self._position: dict[str, int] = {}
         self._scopes: dict[str | None, int] = {}
 
@@ -242,24 +243,30 @@ class VectorCache:
     # --- search ----------------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: str | None, limit: int, version: int) -> list[dict[str, Any]] | None:
-        """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``."""
+        """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``.
+
+        The matrix product runs outside the lock (numpy releases the GIL), so concurrent searches and
+        our own commits do not queue behind each other: appends only write rows past the snapshot's
+        ``n``, and a compaction or reload (new generation) makes this search answer None instead.
+        """
         with self._lock:
             if self.version is None or (self.version != version and not self._writes_in_flight):
                 return None
-            n = self._n
-            if n == 0:
-                return []
-            scores = self._matrix[:n] @ np.asarray(vector, dtype=np.float32)
-            mask = self._alive[:n]
+            n, matrix, generation = self._n, self._matrix, self._generation
+            mask = self._alive[:n].copy()
             if scope is not None:
                 code = self._scopes.get(scope)
                 if code is None:
                     return []
-                mask = mask & (self._scope_codes[:n] == code)
-            scores = np.where(mask, scores, -np.inf)
-            k = min(limit, int(mask.sum()))
-            if k <= 0:
-                return []
-            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-            top = top[np.argsort(-scores[top], kind="stable")][:k]
-            return [{**row, "score": float(scores[i])} for row, i in zip(self._rows.take(top), top, strict=True)]
+                mask &= self._scope_codes[:n] == code
+        k = min(limit, int(mask.sum()))
+        if k <= 0:
+            return []
+        scores = np.where(mask, matrix[:n] @ np.asarray(vector, dtype=np.float32), -np.inf)
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        top = top[np.argsort(-scores[top], kind="stable")][:k]
+        with self._lock:
+            if generation != self._generation:
+                return None
+            rows = self._rows.take(top)
+        return [{**row, "score": float(scores[i])} for row, i in zip(rows, top, strict=True)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.memory.ranking import Candidate, RankingOptions, bm25_scores, rerank, tokenize
+from app.memory.ranking import Candidate, RankingOptions, bm25_scores, keyword_query, rerank, tokenize
 
 
 def _ids(ranked: list[tuple[Candidate, float]]) -> list[str]:
@@ -45,3 +45,8 @@ def test_recency_weight_prefers_the_newer_of_two_equally_similar_memories() -> N
     candidates = [Candidate("old", "x", 0.5, timestamp_ms=0), Candidate("new", "y", 0.5, timestamp_ms=60 * day)]
     ranked = rerank("q", candidates, RankingOptions(recency_weight=0.05), now_ms=60 * day)
     assert _ids(ranked) == ["new", "old"]
+
+
+def test_the_keyword_query_keeps_content_words_once_and_drops_stop_words() -> None:
+    assert keyword_query("When did the team move the board to the new server?") == "team move board new server"
+    assert keyword_query("what is it") == "what is it"  # nothing but stop words: search the text as written
