@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench import locomo_lab as lab
 from bench.common import machine_info, print_table, write_json
@@ -30,17 +31,20 @@ from bench.metrics import Judged, summarise
 METRIC_COLUMNS = ("hit@1", "hit@5", "hit@10", "frac@1", "frac@5", "frac@10")
 
 
-def _service_summary(run: ModelRun, conversations: Sequence[Conversation]) -> dict[str, dict[str, float]]:
+def _service_summary(run: ModelRun, conversations: Sequence[Conversation],
+                     pure_vector: bool = False) -> dict[str, dict[str, float]]:
+    """Quality of the service's own ranking, or (``pure_vector``) of the same service with weight 0."""
     judged = [
         Judged(q.category, ranked, q.evidence)
         for conv, crun in zip(conversations, run.conversations, strict=True)
-        for q, ranked in zip(conv.questions, crun.service_ranked, strict=True)
+        for q, ranked in zip(conv.questions, crun.vector_ranked if pure_vector else crun.service_ranked, strict=True)
     ]
     return summarise(judged)
 
 
 def exact_agreement(run: ModelRun, k: int = 10) -> dict[str, float]:
-    """How closely the service's top-k matches numpy's exact top-k over the very same vectors.
+    """How closely the service's pure-vector top-k (lexical weight 0) matches numpy's exact top-k
+    over the very same vectors (the hybrid order differs from it by design).
 
     ``overlap`` is the plain set overlap; ``tie_aware`` also accepts a result whose exact score equals
     the k-th exact score within 1e-5 (float32 ties at the cut-off may legitimately swap).
@@ -48,14 +52,14 @@ def exact_agreement(run: ModelRun, k: int = 10) -> dict[str, float]:
     overlaps, tie_aware, score_err = [], [], []
     for crun in run.conversations:
         position = {dia: j for j, dia in enumerate(crun.dia_ids)}
-        for qi, ranked in enumerate(crun.service_ranked):
+        for qi, ranked in enumerate(crun.vector_ranked):
             scores = crun.doc_vectors @ crun.query_vectors[qi]
             exact_idx = top_k(scores, k)
             exact_ids = [crun.dia_ids[j] for j in exact_idx]
             overlaps.append(overlap_at_k(ranked, exact_ids, k))
             cut = scores[exact_idx[-1]] - 1e-5
             tie_aware.append(sum(scores[position[d]] >= cut for d in ranked[:k] if d in position) / min(k, len(scores)))
-            service_scores = crun.service_scores[qi][: len(ranked)]
+            service_scores = crun.vector_scores[qi][: len(ranked)]
             errs = [abs(s - scores[position[d]]) for d, s in zip(ranked, service_scores, strict=True) if d in position]
             score_err.append(max(errs, default=0.0))
     return {
@@ -114,6 +118,8 @@ def _metric_row(label: str, summary: dict[str, float]) -> list[Any]:
 def report(payload: dict[str, Any]) -> None:
     columns = ("method", "n", *METRIC_COLUMNS)
     rows = [_metric_row(f"service:{m}", r["quality"]["all"]) for m, r in payload["service"].items()]
+    rows += [_metric_row(f"service:{m} (pure vector)", r["quality_pure_vector"]["all"])
+             for m, r in payload["service"].items()]
     rows += [_metric_row(e["method"], e["all"]["all"]) for e in payload["experiments"]]
     print_table("LoCoMo recall, all conversations (hit@k: >=1 evidence turn in top k; frac@k: mean share of evidence)",
                 columns, rows)
@@ -130,7 +136,8 @@ def report(payload: dict[str, Any]) -> None:
     print_table("Per category: hit@5 then hit@10", ("method", *(f"{c}@5" for c in cats), *(f"{c}@10" for c in cats)),
                 cat_rows)
     timing = [[m, r["timing"]["ingest_s"], r["timing"]["query_s"], r["timing"]["recall_latency"]["p50_ms"],
-               r["timing"]["recall_latency"]["p95_ms"], r["timing"]["model_embed_s"], r["timing"]["texts_from_cache"],
+               r["timing"]["recall_latency"]["p95_ms"], r["timing"]["recall_latency_pure_vector"]["p50_ms"],
+               r["timing"]["model_embed_s"], r["timing"]["texts_from_cache"],
                r["exact_agreement"]["overlap@10"], r["exact_agreement"]["overlap@10_tie_aware"]]
               for m, r in payload["service"].items()]
     for e in payload["experiments"]:
@@ -140,7 +147,8 @@ def report(payload: dict[str, Any]) -> None:
                         ("weight", "hit@1", "hit@5", "hit@10"),
                         [[p["weight"], p["hit@1"], p["hit@5"], p["hit@10"]] for p in e["params"]["sweep"]])
     print_table("Service timing and agreement with exact numpy search over its own vectors",
-                ("model", "ingest_s", "query_s", "recall_p50_ms", "recall_p95_ms", "model_embed_s", "cache_hits",
+                ("model", "ingest_s", "query_s", "recall_p50_ms", "recall_p95_ms", "pure_vector_p50_ms",
+                 "model_embed_s", "cache_hits",
                  "overlap@10", "overlap@10_ties"), timing)
 
 
@@ -165,7 +173,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         payload["service"][model] = {
             "model": run.model,
             "dimension": run.dimension,
+            "lexical_weight": lexical_weight(None, model),
             "quality": _service_summary(run, conversations),
+            "quality_pure_vector": _service_summary(run, conversations, pure_vector=True),
             "timing": run.timing(),
             "exact_agreement": exact_agreement(run),
             "wall_s": round(time.perf_counter() - start, 2),

@@ -24,11 +24,13 @@ class ConversationRun:
     """What one model's service run left behind for one conversation."""
 
     dia_ids: list[str]  # turn order
-    service_ranked: list[list[str]]  # per question: dia ids as the service ranked them
+    service_ranked: list[list[str]]  # per question: dia ids as the service ranked them (its default ranking)
     service_scores: list[list[float]]
     keyword_pools: list[list[str]]  # per question: dia ids from the service's keyword search (stop words dropped)
     doc_vectors: np.ndarray  # (turns, d), the vectors the service stored
     query_vectors: np.ndarray  # (questions, d), the vectors the service searched with
+    vector_ranked: list[list[str]] = field(default_factory=list)  # the same service with lexical weight 0
+    vector_scores: list[list[float]] = field(default_factory=list)
 
 
 @dataclass
@@ -40,6 +42,7 @@ class ModelRun:
     ingest_s: float = 0.0
     query_s: float = 0.0
     query_latencies_s: list[float] = field(default_factory=list)
+    vector_latencies_s: list[float] = field(default_factory=list)  # pure-vector recalls (weight 0)
     model_seconds: float = 0.0
     model_texts: int = 0
     cached_texts: int = 0
@@ -49,6 +52,7 @@ class ModelRun:
             "ingest_s": round(self.ingest_s, 3),
             "query_s": round(self.query_s, 3),
             "recall_latency": latency_summary_ms(self.query_latencies_s),
+            "recall_latency_pure_vector": latency_summary_ms(self.vector_latencies_s),
             "model_embed_s": round(self.model_seconds, 3),
             "model_texts": self.model_texts,
             "texts_from_cache": self.cached_texts,
@@ -75,7 +79,8 @@ async def _ingest(service: MemoryService, conversation: Conversation, concurrenc
 
 
 async def _query(
-    service: MemoryService, conversation: Conversation, id_to_dia: dict[str, str], top_k: int, run: ModelRun
+    service: MemoryService, conversation: Conversation, id_to_dia: dict[str, str], top_k: int,
+    latencies: list[float],
 ) -> tuple[list[list[str]], list[list[float]]]:
     ranked: list[list[str]] = []
     scores: list[list[float]] = []
@@ -84,8 +89,7 @@ async def _query(
         start = time.perf_counter()
         result = await service.recall(question.question, top_k=top_k, scope=scope)
         elapsed = time.perf_counter() - start
-        run.query_latencies_s.append(elapsed)
-        run.query_s += elapsed
+        latencies.append(elapsed)
         ranked.append([id_to_dia.get(hit.id, "?") for hit in result.hits])
         scores.append([float(hit.score) for hit in result.hits])
     return ranked, scores
@@ -118,13 +122,15 @@ async def run_model(
         )
         embedder = CachingEmbedder(create_embedder(settings), use_cache=use_cache)
         run = ModelRun(provider, embedder.model, embedder.dimension)
+        maps: list[dict[str, str]] = []
         async with MemoryService.open(settings, embedder=embedder) as service:
             for conversation in conversations:
                 start = time.perf_counter()
                 ids = await _ingest(service, conversation, concurrency)
                 run.ingest_s += time.perf_counter() - start
                 id_to_dia = {mid: turn.dia_id for mid, turn in zip(ids, conversation.turns, strict=True)}
-                ranked, scores = await _query(service, conversation, id_to_dia, top_k, run)
+                maps.append(id_to_dia)
+                ranked, scores = await _query(service, conversation, id_to_dia, top_k, run.query_latencies_s)
                 pools = await _keyword_pools(service, conversation, id_to_dia, keyword_pool) if keyword_pool else []
                 run.conversations.append(
                     ConversationRun(
@@ -136,6 +142,13 @@ async def run_model(
                         query_vectors=np.stack([embedder.queries[q.question] for q in conversation.questions]),
                     )
                 )
+        run.query_s = sum(run.query_latencies_s)
+        # The same table, the same service, ranking switched off: the pure-vector reference row.
+        async with MemoryService.open(settings.model_copy(update={"rank_lexical_weight": 0.0}),
+                                      embedder=embedder) as service:
+            for conversation, id_to_dia, crun in zip(conversations, maps, run.conversations, strict=True):
+                crun.vector_ranked, crun.vector_scores = await _query(
+                    service, conversation, id_to_dia, top_k, run.vector_latencies_s)
         run.model_seconds = embedder.model_seconds
         run.model_texts = embedder.model_texts
         run.cached_texts = embedder.cache_hits

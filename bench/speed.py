@@ -37,18 +37,28 @@ from bench.vcache import CachingEmbedder, VectorCache
 TARGETS = {"search_vs_numpy": 2.0, "rest_vs_embed_plus_exact": 3.0, "remember_per_s": 500.0, "rss_mb": 600.0}
 SCOPED = "agent:claude-code"
 KEYWORD_QUERIES = 20
+CONCURRENT_SEARCHERS = 32
+# cache: the app as configured by default; baseline: every search a LanceDB scan; vector: the cache
+# with pure vector ranking (no hybrid keyword pool), to see the search path alone end to end.
+VARIANT_ENV = {
+    "baseline": {"MEMORY_MCP_VECTOR_CACHE": "false"},
+    "cache": {"MEMORY_MCP_VECTOR_CACHE": "true"},
+    "vector": {"MEMORY_MCP_VECTOR_CACHE": "true", "MEMORY_MCP_RANK_LEXICAL_WEIGHT": "0"},
+}
 
 
 def _in_process(db: Path, data: Corpus, queries: list[str], qvecs: np.ndarray, embedder: Any) -> dict[str, Any]:
     """Store-only search (unfiltered and scope-filtered) and the numpy reference, recall checked."""
-    store = Store.open(Settings(db_path=db, embedding_provider=embedder.name), embedder)
+    store = Store.open(Settings(db_path=db, embedding_provider=embedder.name, vector_cache=False), embedder)
+    cached = Store.open(Settings(db_path=db, embedding_provider=embedder.name, vector_cache=True), embedder)
     numpy_lat, _ = st.numpy_reference(data.vectors, qvecs)
     search_lat, found = st.store_search(store, qvecs)
     scoped_lat, scoped_found = st.store_search(store, qvecs, scope=SCOPED)
     allowed = np.array([s == SCOPED for s in data.scopes])
-    cache = st.cache_search(store, qvecs)
-    scoped_cache = st.cache_search(store, qvecs, scope=SCOPED)
+    cache = st.cache_search(cached, qvecs)
+    scoped_cache = st.cache_search(cached, qvecs, scope=SCOPED)
     return {
+        "vector_cache_concurrent": st.concurrent_cache_search(cached, qvecs, CONCURRENT_SEARCHERS),
         "keyword_search": st.keyword_search(store, queries[:KEYWORD_QUERIES]),
         "vector_cache": {
             **cache["latency"], "reload_s": cache["reload_s"], "matrix_mb": cache["matrix_mb"],
@@ -69,11 +79,11 @@ def _in_process(db: Path, data: Corpus, queries: list[str], qvecs: np.ndarray, e
 
 async def _server_part(db: Path, data: Corpus, queries: list[str], qvecs: np.ndarray,
                        args: argparse.Namespace, sweep: bool, variant: str) -> dict[str, Any]:
-    """One server process (``baseline`` = the app as is, ``cache`` = with the proposed vector cache)."""
+    """One server process, configured as ``VARIANT_ENV[variant]`` says."""
     out: dict[str, Any] = {}
-    module = "bench.cache_patch" if variant == "cache" else "app.cli"
+    env = VARIANT_ENV[variant]
     log = db.parent / f"server-{variant}.log"
-    with srv.serve(db, log, module=module, provider=args.provider) as server, srv.RssSampler(server) as rss:
+    with srv.serve(db, log, provider=args.provider, extra_env=env) as server, srv.RssSampler(server) as rss:
         out["rss_start_mb"] = round(server.rss_mb(), 1)
         rest, rest_found = await srv.rest_recall(server.url, queries)
         rest["recall@10"] = round(st.recall_vs_exact(rest_found, data.vectors, qvecs, data.ids), 4)
@@ -119,7 +129,7 @@ async def run_size(size: int, embedder: CachingEmbedder, queries: list[str], qve
 def ratios(r: dict[str, Any], embed_ms: float, variant: str) -> dict[str, Any]:
     """The figures the targets are judged on, for one server variant."""
     numpy_p50 = r["numpy"]["p50_ms"]
-    search = r["vector_cache"] if variant == "cache" else r["store_search"]
+    search = r["store_search"] if variant == "baseline" else r["vector_cache"]
     out: dict[str, Any] = {
         "search_vs_numpy": round(search["p50_ms"] / numpy_p50, 2),
         "rest_vs_embed_plus_exact": round(r["rest_recall"]["p50_ms"] / (embed_ms + numpy_p50), 2),
@@ -188,6 +198,9 @@ def report(payload: dict[str, Any]) -> None:
         _row(sizes, "vector cache recall@10 vs exact", lambda s: s["vector_cache"]["recall@10"]),
         _row(sizes, f"vector cache {SCOPED} p50 ms", lambda s: s["vector_cache_scoped"]["p50_ms"]),
         _row(sizes, "vector cache scoped recall@10", lambda s: s["vector_cache_scoped"]["recall@10"]),
+        _row(sizes, f"vector cache {CONCURRENT_SEARCHERS} threads ms/search",
+             lambda s: s["vector_cache_concurrent"]["ms_per_search"]),
+        _row(sizes, "vector cache searches per product", lambda s: s["vector_cache_concurrent"]["per_batch"]),
         _row(sizes, "keyword search (top-50) p50 ms", lambda s: s["keyword_search"]["p50_ms"]),
         _row(sizes, "vector cache load s", lambda s: s["vector_cache"]["reload_s"]),
         _row(sizes, "embedder alone (1 query) p50 ms", lambda s: payload["embedder_alone"]["p50_ms"]),
@@ -256,7 +269,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--writes", type=int, default=4000, help="remember calls available (1/4 single, rest N)")
     parser.add_argument("--writers", type=int, default=32, help="concurrent remember clients (>= 16)")
     parser.add_argument("--write-seconds", type=float, default=15.0, help="time cap per remember phase")
-    parser.add_argument("--variants", default="baseline,cache", help="server variants: baseline (the app), cache")
+    parser.add_argument("--variants", default="baseline,cache", help=f"server variants: {', '.join(VARIANT_ENV)}")
     parser.add_argument("--provider", default="local", help="embedding provider (hash only for the smoke test)")
     parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
     parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
@@ -268,6 +281,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.sizes = sorted(int(s) for s in str(args.sizes).split(",") if s.strip())
     args.clients = [int(c) for c in str(args.clients).split(",") if c.strip()]
     args.variants = [v.strip() for v in str(args.variants).split(",") if v.strip()]
+    if unknown := set(args.variants) - set(VARIANT_ENV):
+        parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
     return args
 
 

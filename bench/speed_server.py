@@ -45,7 +45,8 @@ def _free_port() -> int:
 
 @contextmanager
 def serve(
-    db_path: Path, log_path: Path, *, module: str = "app.cli", provider: str = "local", timeout_s: float = 180.0
+    db_path: Path, log_path: Path, *, module: str = "app.cli", provider: str = "local", timeout_s: float = 180.0,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[ServerProcess]:
     """Start ``python -m <module> serve`` on a free loopback port with a clean MEMORY_MCP_* environment."""
     port = _free_port()
@@ -53,7 +54,7 @@ def serve(
     env.update({
         "MEMORY_MCP_HOST": "127.0.0.1", "MEMORY_MCP_PORT": str(port), "MEMORY_MCP_DB_PATH": str(db_path),
         "MEMORY_MCP_KANBAN_DB": str(db_path.parent / "kanban.sqlite3"), "MEMORY_MCP_EMBEDDING_PROVIDER": provider,
-        "MEMORY_MCP_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO),
+        "MEMORY_MCP_LOG_LEVEL": "WARNING", "PYTHONPATH": str(REPO), **(extra_env or {}),
     })
     url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,6 @@ from app.memory import filters, keyword
 from app.memory.embeddings.base import Embedder
 from app.memory.ranking import keyword_query
 from app.memory.store import Store
-from app.memory.vector_cache import VectorCache
 from bench.common import latency_summary_ms
 from bench.exact import top_k
 
@@ -74,15 +74,28 @@ def keyword_search(store: Store, queries: Sequence[str]) -> dict[str, float]:
 
 
 def cache_search(store: Store, queries: np.ndarray, scope: str | None = None) -> dict[str, Any]:
-    """The proposed ``VectorCache``: load time, its size, and search latency (same queries)."""
-    cache = VectorCache(store.table.schema.field("vector").type.list_size, store.row_columns)
-    cache.reload(store.table)
-    version = store.version()
+    """``Store.vector_search`` with the vector cache on (the batch thread included): load time, size, latency."""
+    assert store.cache is not None, "open the store with vector_cache=True"
+    where = filters.eq("scope", scope) if scope else None
     latencies, results = _timed(
-        lambda i: [row["id"] for row in cache.search(queries[i], scope, K, version) or []], len(queries)
+        lambda i: [row["id"] for row in store.vector_search(queries[i], where, K)], len(queries)
     )
-    return {"latency": latency_summary_ms(latencies), "results": results, "reload_s": round(cache.last_reload_s, 3),
-            "matrix_mb": round(cache.nbytes / 2**20, 1)}
+    return {"latency": latency_summary_ms(latencies), "results": results,
+            "reload_s": round(store.cache.last_reload_s, 3), "matrix_mb": round(store.cache.nbytes / 2**20, 1)}
+
+
+def concurrent_cache_search(store: Store, queries: np.ndarray, threads: int) -> dict[str, Any]:
+    """``threads`` threads searching at once (as concurrent duplicate checks do): wall time per search."""
+    assert store.batcher is not None, "open the store with vector_cache=True"
+    batches, searches = store.batcher.batches, store.batcher.searches
+    work = [queries[i % len(queries)] for i in range(max(threads * 4, len(queries)))]
+    with ThreadPoolExecutor(threads) as pool:
+        start = time.perf_counter()
+        list(pool.map(lambda q: store.vector_search(q, None, K), work))
+        wall = time.perf_counter() - start
+    products = store.batcher.batches - batches
+    return {"threads": threads, "searches": len(work), "ms_per_search": round(wall * 1000 / len(work), 3),
+            "per_batch": round((store.batcher.searches - searches) / max(products, 1), 1)}
 
 
 async def embedder_alone(embedder: Embedder, texts: Sequence[str]) -> dict[str, float]:

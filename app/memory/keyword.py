@@ -3,9 +3,10 @@
 Why not LanceDB's full-text index: the default tokenizer keeps a CJK run as one token (and drops
 runs over 40 bytes), so ``毫秒`` is never found inside ``必須用毫秒``; an n-gram index would work
 but must be rebuilt after every write by *every* writer (OpenClaw does not maintain ours), and it
-ranks ``TASK-00012`` by shared trigrams rather than exact match. A case-insensitive ``ILIKE`` scan of
-the text column (pre-filtered by scope inside LanceDB) finds any substring exactly, needs no index to
-keep in sync, and costs one columnar scan (see the README/bench for numbers).
+ranks ``TASK-00012`` by shared trigrams rather than exact match. One scan of the scope's id, text and
+timestamp columns (scope pre-filtered inside LanceDB), lower-cased and matched with Python's substring
+search, finds any substring exactly, needs no index to keep in sync, and costs one columnar scan
+(see the README/bench for numbers).
 
 Ranking: rows containing every query term come first (score 1.0, newest first); when there are
 fewer than ``limit`` of those, rows containing some terms follow, scored by the share of the query's
@@ -18,12 +19,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.memory import filters
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from app.memory.store import Store
 
 MAX_TERMS = 16
 MAX_TERM_CHARS = 200
-CANDIDATE_CAP = 2000
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -48,31 +51,48 @@ def _partial_terms(terms: list[str]) -> list[str]:
 
 def search(store: Store, query: str, scope_filter: str | None, limit: int) -> list[dict[str, Any]]:
     """Rows matching the query, best first, each with a ``score`` in [0, 1] (blocking)."""
+    ranked = rank(store, query, scope_filter, limit)
+    rows = {row["id"]: row for row in store.get_rows([memory_id for memory_id, _ in ranked])}
+    return [{**rows[memory_id], "score": score} for memory_id, score in ranked if memory_id in rows]
+
+
+def rank(store: Store, query: str, scope_filter: str | None, limit: int) -> list[tuple[str, float]]:
+    """``(id, score)`` of the best ``limit`` matches, from one scan of the scope's id/text/timestamp.
+
+    Why not ``ILIKE`` in the scan: measured at 10k rows, two ``ILIKE`` scans (every term, then any
+    term) took ~40 ms; decoding the text column once and matching in memory takes ~10 ms.
+    """
     terms = query_terms(query)
     if not terms:
         return []
-    columns = store.row_columns
-    every = filters.all_of(*(filters.contains("text", t) for t in terms))
-    full = store.scan(filters.all_of(scope_filter, every), columns, limit=CANDIDATE_CAP).to_pylist()
-    full.sort(key=_newest_first)
-    hits = [{**row, "score": 1.0} for row in full[:limit]]
-    if len(hits) >= limit or len(terms) == 1 and not _partial_terms(terms)[1:]:
-        return hits
-    partial_terms = _partial_terms(terms)
-    some = filters.any_of(*(filters.contains("text", t) for t in partial_terms))
-    candidates = store.scan(filters.all_of(scope_filter, some), columns, limit=CANDIDATE_CAP).to_pylist()
-    found = {row["id"] for row in hits}
-    total = sum(len(t) for t in partial_terms)
-    scored = []
-    for row in candidates:
-        if row["id"] in found:
-            continue
-        text = (row.get("text") or "").lower()
-        covered = sum(len(t) for t in partial_terms if t in text)
-        scored.append({**row, "score": round(covered / total, 4)})
-    scored.sort(key=lambda r: (-r["score"], *_newest_first(r)))
-    return hits + scored[: limit - len(hits)]
+    columns = [c for c in ("id", "text", "timestamp") if c in store.row_columns]
+    table = store.scan(scope_filter, columns)
+    if table.num_rows == 0:
+        return []
+    texts = pc.utf8_lower(pc.fill_null(table.column("text"), "")).to_pylist()
+    partial_terms = _partial_terms(terms)  # the terms first, then CJK bigrams: one match per term
+    masks = {term: _contains(texts, term) for term in partial_terms}
+    every = np.logical_and.reduce([masks[term] for term in terms])
+    covered = np.zeros(table.num_rows, dtype=np.float64)
+    for term, mask in masks.items():
+        covered += len(term) * mask
+    scores = np.where(every, 1.0, np.round(covered / sum(len(t) for t in partial_terms), 4))
+    matched = np.flatnonzero(scores > 0)
+    stamps = _timestamps(table)[matched]
+    # Best score first, then newest; lexsort is stable, so full ties keep the scan order.
+    order = matched[np.lexsort((-stamps, -scores[matched]))][:limit]
+    ids = table.column("id").to_pylist()
+    return [(str(ids[i]), float(scores[i])) for i in order]
 
 
-def _newest_first(row: dict[str, Any]) -> tuple[float]:
-    return (-float(row.get("timestamp") or 0),)
+def _contains(texts: list[str], term: str) -> np.ndarray:
+    # Python's substring search beat Arrow's match_substring here (0.8 vs 1.5 ms per term at 10k rows).
+    return np.fromiter((term in text for text in texts), dtype=bool, count=len(texts))
+
+
+def _timestamps(table: pa.Table) -> np.ndarray:
+    if "timestamp" not in table.column_names:
+        return np.zeros(table.num_rows, dtype=np.float64)
+    column = pc.fill_null(pc.cast(table.column("timestamp"), pa.float64()), 0.0)
+    return np.asarray(column.to_numpy(), dtype=np.float64)
+

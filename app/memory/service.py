@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import AppError, InvalidInput
-from app.memory import filters, keyword
+from app.memory import filters, hybrid, keyword
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
@@ -207,7 +207,8 @@ class MemoryService:
 
     async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None,
                      *, scope: str | None = None) -> RecallResult:
-        """Best matches by meaning; falls back to keyword search when the embedder is down."""
+        """Best matches by meaning, ordered by the hybrid of ``hybrid.py`` unless its weight is 0
+        (``score`` is the cosine similarity either way); keyword search when the embedder is down."""
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
@@ -217,7 +218,11 @@ class MemoryService:
             logger.warning("embedder unavailable, recall falls back to keyword search: %s", exc)
             rows = await asyncio.to_thread(keyword.search, self.store, query, where, top_k)
             return RecallResult(hits=[to_hit(r) for r in rows], mode="keyword_fallback")
-        rows = await asyncio.to_thread(self.store.vector_search, vector, where, top_k)
+        weight = hybrid.lexical_weight(self.settings.rank_lexical_weight, self.embedder.name)
+        if weight:
+            rows = await asyncio.to_thread(hybrid.search, self.store, query, vector, where, top_k, weight)
+        else:
+            rows = await asyncio.to_thread(self.store.vector_search, vector, where, top_k)
         return RecallResult(hits=[to_hit(r) for r in rows], mode="vector")
 
     async def vector_search(self, query: str, scope: str | None = None, limit: int = 5) -> list[MemoryHit]:
@@ -225,7 +230,7 @@ class MemoryService:
         check_query(query, self.settings)
         check_limit(limit, "limit")
         vector = await self._embed_query(query)
-        rows = await asyncio.to_thread(self.store.vector_search, vector, self._scope_filter(None, scope), limit)
+        rows = await self.store.vector_search_async(vector, self._scope_filter(None, scope), limit)
         return [to_hit(r) for r in rows]
 
     async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20) -> list[MemoryHit]:
@@ -267,7 +272,7 @@ class MemoryService:
         text = check_text(content, self.settings)
         limit = self._threshold(threshold)
         vector = await self._embed_document(text)
-        rows = await asyncio.to_thread(self.store.vector_search, vector, None, DUPLICATE_CANDIDATES)
+        rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES)
         similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"])
                    for r in rows if r["score"] >= limit]
         return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
@@ -326,7 +331,7 @@ class MemoryService:
         return float(getattr(self.embedder, "default_dedup_threshold", 0.9))
 
     async def _nearest_duplicate(self, vector: np.ndarray, scope: str) -> DuplicateMatch | None:
-        rows = await asyncio.to_thread(self.store.vector_search, vector, filters.eq("scope", scope), 1)
+        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 1)
         if rows and rows[0]["score"] >= self._threshold(None):
             return DuplicateMatch(memory_id=rows[0]["id"], score=round(rows[0]["score"], 6))
         return None

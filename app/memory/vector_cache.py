@@ -34,6 +34,8 @@ RELOAD_BATCH_ROWS = 4_096  # small batches keep the transient decode memory smal
 COMPACT_DEAD_SHARE = 0.25
 MAX_ROW_CHUNKS = 256
 
+Query = tuple[np.ndarray, str | None, int]  # (unit query vector, scope or None for all, limit)
+
 
 class _ArrowRows:
     """Row columns as Arrow record batches: a few hundred bytes a row where a Python dict costs ~1 kB."""
@@ -124,7 +126,9 @@ class VectorCache:
             self._reserve(expected + expected // 16)  # one allocation: doubling would copy 100k x d twice
             for batch in reader:
                 self._append_batch(batch)
-            self.version = version
+            # A writer that ignores our lock may have committed during the scan: then the rows may be
+            # of either version, so the cache stays stale (and the next search reloads again).
+            self.version = version if int(table.version) == version else None
             self.reloads += 1
         self.last_reload_s = time.perf_counter() - started
         logger.info("vector cache loaded %d rows at version %d in %.2fs", len(self), version, self.last_reload_s)
@@ -187,9 +191,23 @@ class VectorCache:
                 return None
             return {i for i in ids if i in self._position}
 
-    def _advance(self, before: int, after: int) -> bool:
-        """True when the cache was at ``before`` (so the change may be applied); else mark it stale."""
-        if self.version != before:
+    def is_current(self, version: int) -> bool:
+        """Whether ``search`` at ``version`` would answer (our own commit in flight counts as current)."""
+        with self._lock:
+            return self.version is not None and (self.version == version or self._writes_in_flight > 0)
+
+    def invalidate(self) -> None:
+        """Mark the cache stale: the next search reloads it."""
+        with self._lock:
+            self.version = None
+
+    def _advance(self, before: int, after: int, *, one_commit: bool = True) -> bool:
+        """True when the cache was at ``before`` (so the change may be applied); else mark it stale.
+
+        Lance numbers commits consecutively, so ``after != before + 1`` means another writer (one that
+        ignores our lock) committed in between, and its change is not in the cache.
+        """
+        if self.version != before or (one_commit and after != before + 1):
             self.version = None
             return False
         self.version = after
@@ -229,7 +247,7 @@ class VectorCache:
     def apply_rewrite(self, before: int, after: int) -> None:
         """A commit that changed no content (compaction, index build)."""
         with self._lock:
-            self._advance(before, after)
+            self._advance(before, after, one_commit=False)
 
     def _maybe_compact(self) -> None:
         dead = self._n - len(self._position)
@@ -243,30 +261,55 @@ class VectorCache:
     # --- search ----------------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: str | None, limit: int, version: int) -> list[dict[str, Any]] | None:
-        """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``.
+        """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``."""
+        return self.search_many([(vector, scope, limit)], version)[0]
 
-        The matrix product runs outside the lock (numpy releases the GIL), so concurrent searches and
-        our own commits do not queue behind each other: appends only write rows past the snapshot's
-        ``n``, and a compaction or reload (new generation) makes this search answer None instead.
+    def search_many(self, queries: Sequence[Query], version: int) -> list[list[dict[str, Any]] | None]:
+        """Answer several searches with ONE (k x d) . (d x n) product; each answer as ``search`` gives it.
+
+        The product runs outside the lock (numpy releases the GIL), so our own commits do not queue
+        behind it: appends only write rows past the snapshot's ``n``, and a compaction or reload (new
+        generation) makes the answers None instead.
         """
         with self._lock:
             if self.version is None or (self.version != version and not self._writes_in_flight):
-                return None
+                return [None] * len(queries)
             n, matrix, generation = self._n, self._matrix, self._generation
-            mask = self._alive[:n].copy()
-            if scope is not None:
-                code = self._scopes.get(scope)
-                if code is None:
-                    return []
-                mask &= self._scope_codes[:n] == code
-        k = min(limit, int(mask.sum()))
-        if k <= 0:
-            return []
-        scores = np.where(mask, matrix[:n] @ np.asarray(vector, dtype=np.float32), -np.inf)
-        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-        top = top[np.argsort(-scores[top], kind="stable")][:k]
+            alive = self._alive[:n].copy()
+            masks = [self._mask(alive, scope, n) for _, scope, _ in queries]
+        if n == 0:
+            return [[] for _ in queries]
+        block = np.stack([np.asarray(vector, dtype=np.float32).reshape(-1) for vector, _, _ in queries])
+        scores = block @ matrix[:n].T  # one pass over the matrix for the whole batch
+        tops = [_top(scores[qi], mask, q[2]) for qi, (mask, q) in enumerate(zip(masks, queries, strict=True))]
         with self._lock:
             if generation != self._generation:
-                return None
-            rows = self._rows.take(top)
-        return [{**row, "score": float(scores[i])} for row, i in zip(rows, top, strict=True)]
+                return [None] * len(queries)
+            every = self._rows.take(np.concatenate(tops)) if any(len(t) for t in tops) else []
+        answers: list[list[dict[str, Any]] | None] = []
+        start = 0
+        for qi, top in enumerate(tops):
+            rows = every[start : start + len(top)]
+            start += len(top)
+            answers.append([{**row, "score": float(scores[qi, i])} for row, i in zip(rows, top, strict=True)])
+        return answers
+
+    def _mask(self, alive: np.ndarray, scope: str | None, n: int) -> np.ndarray | None:
+        """Rows a search may return (None: the scope has no row at all). Caller holds the lock."""
+        if scope is None:
+            return alive
+        code = self._scopes.get(scope)
+        return None if code is None else alive & (self._scope_codes[:n] == code)
+
+
+
+def _top(scores: np.ndarray, mask: np.ndarray | None, limit: int) -> np.ndarray:
+    """Positions of the ``limit`` best allowed scores, best first (ties keep row order)."""
+    if mask is None:
+        return np.empty(0, dtype=np.int64)
+    k = min(limit, int(mask.sum()))
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    masked = np.where(mask, scores, -np.inf)
+    top = np.argpartition(-masked, k - 1)[:k] if k < len(masked) else np.arange(len(masked))
+    return top[np.argsort(-masked[top], kind="stable")][:k].astype(np.int64)

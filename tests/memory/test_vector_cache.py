@@ -1,0 +1,267 @@
+"""The vector cache against a real LanceDB table: exact, scope-aware, batched, and never silently stale."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from app.memory import filters
+from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.rows import new_row
+from app.memory.search_batch import SearchBatcher
+from app.memory.store import Store
+from app.memory.vector_cache import VectorCache
+from tests.conftest import SettingsFactory
+
+EMBEDDER = HashEmbedder(64)
+
+
+def _rows(count: int, scope: str, seed: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [new_row(f"memory {seed}-{i}", vectors[i], scope, ["t"], 0.7, None, EMBEDDER.model) for i in range(count)]
+
+
+def _store(make_settings: SettingsFactory) -> Store:
+    store = Store.open(make_settings(embedding_dimensions=64), EMBEDDER)
+    store.add(_rows(60, "global", 1) + _rows(40, "agent:x", 2))
+    return store
+
+
+def _cache(store: Store) -> VectorCache:
+    cache = VectorCache(64, store.row_columns)
+    cache.reload(store.table)
+    return cache
+
+
+def test_cache_search_returns_what_lancedb_returns_for_a_scope(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+    query = _rows(1, "global", 9)[0]["vector"]
+    for scope in (None, "agent:x"):
+        where = filters.eq("scope", scope) if scope else None
+        expected = store.vector_search(query, where, 10)
+        found = cache.search(query, scope, 10, store.version())
+        assert found is not None
+        assert [r["id"] for r in found] == [r["id"] for r in expected]
+        assert np.allclose([r["score"] for r in found], [r["score"] for r in expected], atol=1e-5)
+        assert all(r["scope"] == scope for r in found if scope)
+
+
+def test_a_commit_the_cache_was_not_told_about_makes_it_refuse_to_answer(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+    store.add(_rows(1, "global", 3))  # another writer's commit, as far as the cache knows
+    assert cache.search(np.ones(64, dtype=np.float32) / 8, None, 5, store.version()) is None
+    cache.reload(store.table)
+    assert cache.search(np.ones(64, dtype=np.float32) / 8, None, 5, store.version()) is not None
+
+
+def test_our_own_add_delete_and_scope_change_are_applied_without_a_reload(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+    [row] = _rows(1, "global", 4)
+    before = store.version()
+    store.add([row])
+    cache.apply_add([row], before, store.version())
+    hit = cache.search(row["vector"], None, 1, store.version())
+    assert hit is not None and hit[0]["id"] == row["id"] and hit[0]["score"] > 0.999
+
+    before = store.version()
+    store.update(str(row["id"]), {"scope": "agent:x"})
+    cache.apply_update(str(row["id"]), {"scope": "agent:x"}, before, store.version())
+    moved = cache.search(row["vector"], "agent:x", 1, store.version())
+    assert moved is not None and moved[0]["id"] == row["id"] and moved[0]["score"] > 0.999  # vector kept
+    assert all(r["id"] != row["id"] for r in cache.search(row["vector"], "global", 5, store.version()) or [])
+
+    before = store.version()
+    store.delete(str(row["id"]))
+    cache.apply_delete([str(row["id"])], before, store.version())
+    remaining = cache.search(row["vector"], None, 5, store.version())
+    assert remaining is not None and all(r["id"] != row["id"] for r in remaining)
+    assert cache.reloads == 1
+
+
+def test_an_unknown_scope_finds_nothing_rather_than_everything(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+    assert cache.search(np.ones(64, dtype=np.float32) / 8, "agent:nobody", 5, store.version()) == []
+
+
+# --- wired into the store -------------------------------------------------------------------------
+
+EXTERNAL = """
+import sys, json, lancedb, numpy as np
+from datetime import timedelta
+table = lancedb.connect(sys.argv[1], read_consistency_interval=timedelta(0)).open_table("memories")
+op = json.loads(sys.argv[2])
+if op["kind"] == "add":
+    row = dict(op["row"], vector=np.asarray(op["row"]["vector"], dtype=np.float32))
+    table.add([row])
+elif op["kind"] == "update":
+    table.update(where=f"id = '{op['id']}'", values=op["values"])
+else:
+    table.delete(f"id = '{op['id']}'")
+"""
+
+
+def _external(db_path: Path, op: dict[str, object]) -> None:
+    """Another OS process writing with lancedb directly (no lock, no cache of ours)."""
+    import json
+
+    subprocess.run([sys.executable, "-c", EXTERNAL, str(db_path), json.dumps(op)], check=True, timeout=120)
+
+
+def _exact_ids(store: Store, query: np.ndarray, scope: str | None, limit: int) -> list[str]:
+    where = filters.eq("scope", scope) if scope else None
+    return [r["id"] for r in store.lancedb_search(query, where, limit)]
+
+
+def test_a_row_another_process_adds_is_found_by_the_next_search(make_settings: SettingsFactory) -> None:
+    settings = make_settings(embedding_dimensions=64)
+    store = _store(make_settings)
+    assert store.cache is not None and store.cache.reloads == 1
+    [row] = _rows(1, "agent:x", 11)
+    external = {**row, "vector": np.asarray(row["vector"]).tolist()}
+    _external(settings.db_path, {"kind": "add", "row": external})
+    for scope in (None, "agent:x"):
+        where = filters.eq("scope", scope) if scope else None
+        [hit] = store.vector_search(row["vector"], where, 1)
+        assert hit["id"] == row["id"] and hit["score"] > 0.999 and hit["text"] == row["text"]
+
+
+def test_another_process_update_and_delete_are_reflected(make_settings: SettingsFactory) -> None:
+    settings = make_settings(embedding_dimensions=64)
+    store = _store(make_settings)
+    query = _rows(1, "global", 12)[0]["vector"]
+    [first, second] = store.vector_search(query, None, 2)
+    _external(settings.db_path, {"kind": "update", "id": first["id"], "values": {"scope": "agent:y"}})
+    [moved] = store.vector_search(query, filters.eq("scope", "agent:y"), 5)
+    assert moved["id"] == first["id"]
+    assert first["id"] not in [r["id"] for r in store.vector_search(query, filters.eq("scope", "global"), 100)]
+    _external(settings.db_path, {"kind": "delete", "id": first["id"]})
+    found = [r["id"] for r in store.vector_search(query, None, 5)]
+    assert first["id"] not in found and found[0] == second["id"]
+    assert found == _exact_ids(store, query, None, 5)
+
+
+def test_our_own_writes_keep_the_cache_current_without_reloading(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    assert store.cache is not None
+    rows = _rows(5, "agent:z", 13)
+    store.add(rows)
+    store.update(str(rows[0]["id"]), {"scope": "global"})
+    store.delete(str(rows[1]["id"]))
+    store.optimize()
+    for scope in (None, "agent:z", "global"):
+        where = filters.eq("scope", scope) if scope else None
+        for row in rows:
+            found = [r["id"] for r in store.vector_search(row["vector"], where, 10)]
+            assert found == _exact_ids(store, row["vector"], scope, 10)
+    assert store.cache.reloads == 1 and store.cache.is_current(store.version())
+
+
+def test_scope_filtered_cache_search_equals_lancedb_exactly(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    for seed in range(20, 30):
+        query = _rows(1, "global", seed)[0]["vector"]
+        for scope in ("global", "agent:x", "agent:nobody"):
+            found = store.vector_search(query, filters.eq("scope", scope), 7)
+            expected = store.lancedb_search(query, filters.eq("scope", scope), 7)
+            assert [r["id"] for r in found] == [r["id"] for r in expected]
+            assert np.allclose([r["score"] for r in found], [r["score"] for r in expected], atol=1e-5)
+            assert all(r["scope"] == scope for r in found)
+
+
+def test_a_filter_the_cache_cannot_answer_goes_to_lancedb(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    assert store.batcher is not None
+    query = _rows(1, "global", 31)[0]["vector"]
+    where = filters.all_of(filters.eq("scope", "global"), filters.has_tag("t"))
+    assert store.vector_search(query, where, 5) == store.lancedb_search(query, where, 5)
+    assert store.batcher.searches == 0
+
+
+def test_with_the_cache_disabled_the_store_searches_lancedb(make_settings: SettingsFactory) -> None:
+    settings = make_settings(embedding_dimensions=64, vector_cache=False)
+    store = Store.open(settings, EMBEDDER)
+    assert store.cache is None and store.batcher is None
+    rows = _rows(30, "agent:x", 32)
+    store.add(rows)
+    store.update(str(rows[0]["id"]), {"scope": "global"})
+    store.delete(str(rows[1]["id"]))
+    [hit] = store.vector_search(rows[0]["vector"], filters.eq("scope", "global"), 1)
+    assert hit["id"] == rows[0]["id"]
+    assert rows[1]["id"] not in [r["id"] for r in store.vector_search(rows[1]["vector"], None, 30)]
+
+
+def test_searches_queued_together_are_answered_by_one_product_exactly_as_one_by_one(
+        make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    assert store.cache is not None
+    gate, entered = threading.Event(), threading.Event()
+
+    def held_version() -> int:  # the first batch waits, so the next searches pile up behind it
+        entered.set()
+        gate.wait(30)
+        return store.version()
+
+    batcher = SearchBatcher(store.cache, held_version, store.refresh_cache)
+    queries = [(_rows(1, "global", 40 + i)[0]["vector"], ("agent:x" if i % 3 == 0 else None), 3 + i % 5)
+               for i in range(21)]
+    first = batcher.submit(*queries[0])
+    assert entered.wait(30)
+    rest = [batcher.submit(*q) for q in queries[1:]]
+    gate.set()
+    answers = [first.result(30), *(f.result(30) for f in rest)]
+    assert batcher.batches == 2 and batcher.largest_batch == 20
+    version = store.version()
+    for (vector, scope, limit), answer in zip(queries, answers, strict=True):
+        alone = store.cache.search(vector, scope, limit, version)
+        assert answer is not None and alone is not None
+        assert [r["id"] for r in answer] == [r["id"] for r in alone] == _exact_ids(store, vector, scope, limit)
+        assert np.allclose([r["score"] for r in answer], [r["score"] for r in alone], atol=1e-5)
+
+
+def test_concurrent_store_searches_from_many_threads_are_all_exact(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    queries = [_rows(1, "global", 60 + i)[0]["vector"] for i in range(24)]
+    results: dict[int, list[str]] = {}
+
+    def search(i: int) -> None:
+        results[i] = [r["id"] for r in store.vector_search(queries[i], None, 5)]
+
+    threads = [threading.Thread(target=search, args=(i,)) for i in range(len(queries))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert all(results[i] == _exact_ids(store, q, None, 5) for i, q in enumerate(queries))
+
+
+def test_a_search_whose_caller_gave_up_does_not_stop_the_batch_thread(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    assert store.cache is not None
+    gate, entered = threading.Event(), threading.Event()
+
+    def held_version() -> int:
+        entered.set()
+        gate.wait(30)
+        return store.version()
+
+    batcher = SearchBatcher(store.cache, held_version, store.refresh_cache)
+    query = _rows(1, "global", 70)[0]["vector"]
+    first = batcher.submit(query, None, 3)
+    assert entered.wait(30)
+    abandoned = batcher.submit(query, None, 3)
+    assert abandoned.cancel()
+    kept = batcher.submit(query, "agent:x", 3)
+    gate.set()
+    assert first.result(30) is not None
+    assert [r["id"] for r in kept.result(30) or []] == _exact_ids(store, query, "agent:x", 3)
+    assert batcher.search(query, None, 3) == first.result(30)
