@@ -104,6 +104,7 @@ class SearchBatcher:
             self._refresh()  # another process wrote: reload, then answer from the fresh copy
             version = self._current_version()
         queries = [(s.vector, s.scope, s.limit) for s in batch]
-        # One BLAS thread: the product is memory-bound, and the other core embeds and serves HTTP.
-        with _BLAS.limit(limits=1, user_api="blas"):
+        # Under load (more than one search queued) one BLAS thread: the other core embeds and serves
+        # HTTP. A lone search may use every core (measured at 100k: 7.8 ms vs 11.5 ms on one thread).
+        with _BLAS.limit(limits=1 if len(batch) > 1 else None, user_api="blas"):
             return self.cache.search_many(queries, version)

@@ -176,28 +176,27 @@ class Store:
             self._fix_id_collisions(rows)
             return self.table.add(self.to_arrow(rows))
 
-        self._commit(commit, lambda result, before: self._tell("add", rows, before, result.version))
+        self._commit(commit, lambda cache, result, before: cache.apply_add(rows, before, result.version))
 
     def update(self, memory_id: str, values: dict[str, Any]) -> int:
         """Update columns in place (vectors of untouched columns stay bit-exact); returns rows updated."""
         where = filters.eq("id", memory_id)
         result = self._commit(lambda: self.table.update(where=where, values=values),
-                              lambda result, before: self._tell("update", (memory_id, values), before, result.version))
+                              lambda cache, r, before: cache.apply_update(memory_id, values, before, r.version))
         return int(result.rows_updated)
 
     def delete(self, memory_id: str) -> int:
         where = filters.eq("id", memory_id)
         result = self._commit(lambda: self.table.delete(where),
-                              lambda result, before: self._tell("delete", [memory_id], before, result.version))
+                              lambda cache, r, before: cache.apply_delete([memory_id], before, r.version))
         return int(result.num_deleted_rows)
 
     def optimize(self) -> None:
         """Compact fragments and prune versions older than ten minutes (other readers survive)."""
-        self._commit(lambda: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT),
-                     lambda _, before: self._tell("rewrite", None, before, self.version()))
+        self._commit(lambda: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT), self._after_rewrite)
 
-    def _commit(self, change: Callable[[], T], tell: Callable[[T, int], None]) -> T:
-        """Run one commit under the write lock (with retries), telling the cache what it did."""
+    def _commit(self, change: Callable[[], T], tell: Callable[[VectorCache, T, int], None]) -> T:
+        """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it."""
 
         def locked() -> T:
             if self.cache is None:
@@ -205,25 +204,15 @@ class Store:
             with self.cache.writing():  # searches meanwhile answer from the pre-commit state
                 before = self.version()
                 result = change()
-                tell(result, before)
+                tell(self.cache, result, before)
             return result
 
         return self._locked_with_retry(locked)
 
-    def _tell(self, kind: str, what: Any, before: int, after: int) -> None:
-        cache = self.cache
-        if cache is None:
-            return
-        if kind == "add":
-            cache.apply_add(what, before, after)
-        elif kind == "update":
-            cache.apply_update(what[0], what[1], before, after)
-        elif kind == "delete":
-            cache.apply_delete(what, before, after)
-        else:
-            cache.apply_rewrite(before, after)
-            if self.count() != len(cache):  # a compaction never changes the rows; if they differ, reload
-                cache.invalidate()
+    def _after_rewrite(self, cache: VectorCache, _: object, before: int) -> None:
+        cache.apply_rewrite(before, self.version())  # optimize returns no version
+        if self.count() != len(cache):  # a compaction never changes the rows; if they differ, reload
+            cache.invalidate()
 
     def _locked_with_retry(self, operation: Callable[[], T]) -> T:
         delay = 0.02
