@@ -69,6 +69,7 @@ class Settings(BaseSettings):
     lock_timeout_s: float = Field(default=30.0, gt=0)
     vector_cache: bool = True
     rank_lexical_weight: float | None = Field(default=None, ge=0.0, le=10.0)
+    rank_keyword_pool_max_rows: int = Field(default=20_000, ge=0)
 
     # --- embeddings ---
     embedding_provider: EmbeddingProviderName = "local"

@@ -26,12 +26,18 @@ def lexical_weight(configured: float | None, provider: str) -> float:
 
 
 def search(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int,
-           weight: float) -> list[dict[str, Any]]:
-    """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools (blocking)."""
+           weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
+    """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools (blocking).
+
+    The keyword pool scans the text column, which costs ~150 ms at 100k rows; above
+    ``keyword_pool_max_rows`` only the vector pool is re-ranked (LoCoMo, USE: hit@5 0.52 instead of
+    0.58, still far above pure vector's 0.29) so recall stays within a few times exact search.
+    """
     rows = store.vector_search(vector, where, max(POOL, top_k))
-    seen = {row["id"] for row in rows}
-    lexical = [memory_id for memory_id, _ in keyword.rank(store, keyword_query(query), where, POOL)]
-    rows += _with_cosine(store, [memory_id for memory_id in lexical if memory_id not in seen], vector)
+    if store.count() <= keyword_pool_max_rows:
+        seen = {row["id"] for row in rows}
+        lexical = [memory_id for memory_id, _ in keyword.rank(store, keyword_query(query), where, POOL)]
+        rows += _with_cosine(store, [memory_id for memory_id in lexical if memory_id not in seen], vector)
     candidates = [Candidate(str(row["id"]), row.get("text") or "", float(row["score"])) for row in rows]
     ranked = rerank(query, candidates, RankingOptions(lexical_weight=weight))
     by_id = {row["id"]: row for row in rows}

@@ -109,6 +109,22 @@ async def test_a_keyword_only_candidate_beyond_the_vector_pool_is_found_with_its
     assert hits[0].score == pytest.approx(next(r["score"] for r in vector if r["id"] == target), abs=1e-5)
 
 
+async def test_above_the_keyword_pool_row_limit_only_the_vector_pool_is_reranked(
+        make_settings: SettingsFactory) -> None:
+    near_misses = [f"status of TASK-{n:05d} on the board" for n in range(100, 100 + POOL + 10)]
+    query = "status of TASK-00042"
+    settings = make_settings(rank_lexical_weight=1.0, rank_keyword_pool_max_rows=len(near_misses))
+    async with MemoryService.open(settings) as service:
+        ids = await _fill(service, [*near_misses, f"status: {TARGET}"])
+        target = next(i for i, text in ids.items() if text.startswith("status:"))
+        vector = await _vector_rows(service, query, len(ids))
+        hits = (await service.recall(query, top_k=POOL)).hits
+    # The store now holds more rows than the limit: no text scan, so the keyword-only memory stays out.
+    assert target not in {hit.id for hit in hits}
+    cutoff = vector[POOL - 1]["score"] - 1e-6  # the vector pool, ties at its edge included
+    assert {hit.id for hit in hits} <= {row["id"] for row in vector if row["score"] >= cutoff}
+
+
 async def test_a_chinese_query_over_english_notes_keeps_the_vector_order(make_settings: SettingsFactory) -> None:
     query = "部署腳本放在哪個目錄"
     async with _open(make_settings, 1.0) as service:
@@ -136,3 +152,4 @@ async def test_keyword_only_candidates_stay_inside_the_scope(make_settings: Sett
         await _fill(service, NEAR_MISSES)
         hits = (await service.recall("TASK-00042", top_k=10, scope="global")).hits
     assert other not in {hit.id for hit in hits} and len(hits) == len(NEAR_MISSES)
+
