@@ -82,8 +82,5 @@ async def test_a_signal_with_open_streams_exits_cleanly_within_seconds(tmp_path:
     for marker in ("ASGI", "Traceback", "Exception"):
         assert marker not in log, log
     assert "Application shutdown complete" in log, log
-    if returncode == -sig:
-        # uvicorn re-raises the signal after its graceful shutdown, so the process dies "by SIGTERM";
-        # app/cli.py has to turn that into exit 0 (diff in the MCP report). Everything above held.
-        pytest.xfail("graceful shutdown, but uvicorn re-raised the signal: exit status needs the app/cli.py change")
+    # uvicorn re-raises the signal after its graceful shutdown; app/cli.py turns that into exit 0.
     assert returncode == 0, log
