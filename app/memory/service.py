@@ -224,16 +224,8 @@ class MemoryService:
                 hybrid.search, self.store, query, vector, where, top_k, weight, self.settings.rank_keyword_pool_max_rows
             )
         else:
-            rows = await asyncio.to_thread(self.store.vector_search, vector, where, top_k)
+            rows = await self.store.vector_search_async(vector, where, top_k)
         return RecallResult(hits=[to_hit(r) for r in rows], mode="vector")
-
-    async def vector_search(self, query: str, scope: str | None = None, limit: int = 5) -> list[MemoryHit]:
-        """Vector search only. Raises: EmbeddingError: the embedder is down."""
-        check_query(query, self.settings)
-        check_limit(limit, "limit")
-        vector = await self._embed_query(query)
-        rows = await self.store.vector_search_async(vector, self._scope_filter(None, scope), limit)
-        return [to_hit(r) for r in rows]
 
     async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20) -> list[MemoryHit]:
         """Substring search (finds Chinese words and exact identifiers); see ``keyword``."""
