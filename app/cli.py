@@ -36,6 +36,10 @@ def _serve(args: argparse.Namespace) -> int:
     # Heavy imports only once the settings passed: a refused bind answers at once, even on a busy machine.
     import signal
 
+    from app.memory import heap
+
+    heap.limit_arenas()  # before any worker thread exists: see app/memory/heap.py
+
     import uvicorn
 
     from app.main import create_app

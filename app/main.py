@@ -14,6 +14,7 @@ from app.errors import AppError
 from app.kanban.service import KanbanService
 from app.logging_setup import configure_logging
 from app.mcp.front_end import McpFrontEnd
+from app.memory import heap
 from app.memory.service import MemoryService
 from app.rest import health, kanban, memory
 from app.rest.errors import install_error_handlers
@@ -43,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 logger.error("memory-mcp cannot start: %s", exc.message)
                 raise
             await stack.enter_async_context(mcp_front.run())
+            await stack.enter_async_context(heap.trimmed_periodically())
             logger.info("memory-mcp ready on %s:%s", settings.host, settings.port)
             yield
             logger.info("memory-mcp shutting down")

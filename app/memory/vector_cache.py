@@ -28,6 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from app.memory import heap
+from app.memory.block_matrix import BlockMatrix, scores_of
+
 logger = logging.getLogger(__name__)
 
 RELOAD_BATCH_ROWS = 4_096  # small batches keep the transient decode memory small
@@ -66,9 +69,12 @@ class _ArrowRows:
         return row
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
-        table = pa.Table.from_batches(self.batches, schema=self.schema)
-        rows: list[dict[str, Any]] = table.take(pa.array(np.asarray(indices, dtype=np.int64))).to_pylist()
+        rows: list[dict[str, Any]] = self.take_table(indices).to_pylist()
         return rows
+
+    def take_table(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
+        table = pa.Table.from_batches(self.batches, schema=self.schema)
+        return table.take(pa.array(np.asarray(indices, dtype=np.int64)))
 
     def _merge(self) -> None:
         batches = pa.Table.from_batches(self.batches, schema=self.schema).combine_chunks().to_batches()
@@ -93,9 +99,9 @@ class VectorCache:
         self._clear()
 
     def _clear(self, schema: pa.Schema | None = None) -> None:
-        self._matrix = np.empty((1024, self.dimension), dtype=np.float32)
-        self._alive = np.zeros(1024, dtype=bool)
-        self._scope_codes = np.full(1024, -1, dtype=np.int32)
+        self._matrix = BlockMatrix(self.dimension)
+        self._alive = np.zeros(0, dtype=bool)
+        self._scope_codes = np.full(0, -1, dtype=np.int32)
         self._n = 0
         self._rows = _ArrowRows(schema)
         self._generation = getattr(self, "_generation", 0) + 1  # row positions of earlier snapshots are void
@@ -123,13 +129,15 @@ class VectorCache:
         expected = int(table.count_rows())
         with self._lock:
             self._clear(schema)
-            self._reserve(expected + expected // 16)  # one allocation: doubling would copy 100k x d twice
+            self._reserve(expected)
             for batch in reader:
                 self._append_batch(batch)
             # A writer that ignores our lock may have committed during the scan: then the rows may be
             # of either version, so the cache stays stale (and the next search reloads again).
             self.version = version if int(table.version) == version else None
             self.reloads += 1
+        del reader  # its decoded batches are freed only with it
+        heap.release_free_memory()  # give their pages back to the OS
         self.last_reload_s = time.perf_counter() - started
         logger.info("vector cache loaded %d rows at version %d in %.2fs", len(self), version, self.last_reload_s)
 
@@ -152,21 +160,21 @@ class VectorCache:
 
     def _index(self, ids: list[Any], scopes: list[Any], matrix: np.ndarray) -> None:
         self._reserve(self._n + len(ids))
-        for memory_id, scope, vector in zip(ids, scopes, matrix, strict=True):
+        self._matrix.put(self._n, matrix)
+        for memory_id, scope in zip(ids, scopes, strict=True):
             if memory_id in self._position:  # the newest copy of an id wins
                 self._alive[self._position[memory_id]] = False
             i = self._n
-            self._matrix[i] = vector
             self._alive[i] = True
             self._scope_codes[i] = self._scopes.setdefault(scope, len(self._scopes))  # null stays null, as in SQL
             self._position[memory_id] = i
             self._n += 1
 
     def _reserve(self, rows: int) -> None:
-        if rows <= len(self._matrix):
+        self._matrix.reserve(rows)
+        capacity = self._matrix.capacity
+        if capacity <= len(self._alive):
             return
-        capacity = max(rows, len(self._matrix) + len(self._matrix) // 2)
-        self._matrix = np.resize(self._matrix, (capacity, self.dimension))
         self._alive = np.concatenate([self._alive, np.zeros(capacity - len(self._alive), dtype=bool)])
         extra = capacity - len(self._scope_codes)
         self._scope_codes = np.concatenate([self._scope_codes, np.full(extra, -1, dtype=np.int32)])
@@ -241,7 +249,7 @@ class VectorCache:
                 return
             row = {**self._rows.get(position), **{k: v for k, v in values.items() if k != "vector"}}
             vector = values.get("vector")
-            matrix = np.asarray(vector if vector is not None else self._matrix[position], dtype=np.float32)
+            matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
             self._append([row], matrix.reshape(1, -1))
 
     def apply_rewrite(self, before: int, after: int) -> None:
@@ -252,11 +260,32 @@ class VectorCache:
     def _maybe_compact(self) -> None:
         dead = self._n - len(self._position)
         if self._n and dead / self._n > COMPACT_DEAD_SHARE:
-            keep = np.flatnonzero(self._alive[: self._n])
-            rows = self._rows.take(keep)
-            matrix = self._matrix[keep].copy()
-            self._clear(self._rows.schema)
-            self._append(rows, matrix)
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop dead rows, block by block, so at most one extra block is held while it runs."""
+        keep = np.flatnonzero(self._alive[: self._n])
+        rows = self._rows.take_table(keep)
+        codes = self._scope_codes[keep]
+        scopes = self._scopes
+        old = self._matrix.take_blocks()
+        self._clear(self._rows.schema)
+        self._scopes = scopes  # codes stay valid: the same scope dictionary
+        block_rows = self._matrix.block_rows
+        written = 0
+        for b in range(len(old)):
+            in_block = keep[(keep >= b * block_rows) & (keep < (b + 1) * block_rows)] - b * block_rows
+            self._matrix.put(written, old[b][in_block])
+            written += len(in_block)
+            old[b] = np.empty((0, self.dimension), dtype=np.float32)  # free it now, not at the end
+        for batch in rows.to_batches():
+            self._rows.append_batch(batch)
+        self._reserve(len(keep))
+        ids = rows.column("id").to_pylist()
+        self._position = {memory_id: i for i, memory_id in enumerate(ids)}
+        self._alive[: len(keep)] = True
+        self._scope_codes[: len(keep)] = codes
+        self._n = len(keep)
 
     # --- search ----------------------------------------------------------------------------------
 
@@ -274,13 +303,13 @@ class VectorCache:
         with self._lock:
             if self.version is None or (self.version != version and not self._writes_in_flight):
                 return [None] * len(queries)
-            n, matrix, generation = self._n, self._matrix, self._generation
+            n, blocks, generation = self._n, self._matrix.snapshot(), self._generation
             alive = self._alive[:n].copy()
             masks = [self._mask(alive, scope, n) for _, scope, _ in queries]
         if n == 0:
             return [[] for _ in queries]
         block = np.stack([np.asarray(vector, dtype=np.float32).reshape(-1) for vector, _, _ in queries])
-        scores = block @ matrix[:n].T  # one pass over the matrix for the whole batch
+        scores = scores_of(blocks, n, block)  # one pass over the matrix for the whole batch
         tops = [_top(scores[qi], mask, q[2]) for qi, (mask, q) in enumerate(zip(masks, queries, strict=True))]
         with self._lock:
             if generation != self._generation:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.errors import AppError, Unavailable
+from app.memory import heap
 from app.memory.errors import StoreBusy
 from app.memory.store import Store
 from app.settings import Settings
@@ -198,6 +199,7 @@ class Writer:
         try:
             await asyncio.to_thread(self.store.optimize)
             self.compactions += 1
+            await asyncio.to_thread(heap.release_free_memory)  # a compaction reads the whole table
         except Exception:  # noqa: BLE001 - compaction is housekeeping; writes go on without it
             logger.exception("compacting the memory table failed; will retry later")
 

@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from app.memory import filters
+from app.memory import block_matrix, filters
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.rows import new_row
 from app.memory.search_batch import SearchBatcher
@@ -91,6 +92,47 @@ def test_an_unknown_scope_finds_nothing_rather_than_everything(make_settings: Se
     store = _store(make_settings)
     cache = _cache(store)
     assert cache.search(np.ones(64, dtype=np.float32) / 8, "agent:nobody", 5, store.version()) == []
+
+
+def test_a_matrix_in_many_small_blocks_grows_and_compacts_exactly(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(block_matrix, "BLOCK_ROWS", 7)  # 100 rows span 15 blocks, every edge case crossed
+    store = _store(make_settings)
+    cache = _cache(store)
+    added = _rows(30, "agent:x", 5)
+    before = store.version()
+    store.add(added)
+    cache.apply_add(added, before, store.version())
+    assert len(cache._matrix.blocks) == -(-130 // 7)  # grown by whole blocks, never copied
+    doomed = [r["id"] for r in store.scan(None, ["id"]).to_pylist()[:45]]
+    for memory_id in doomed:  # more than a quarter dead: the cache compacts itself block by block
+        before = store.version()
+        store.delete(memory_id)
+        cache.apply_delete([memory_id], before, store.version())
+    assert cache._n < 130  # the dead rows were dropped
+    for seed in (9, 10, 11):
+        query = _rows(1, "global", seed)[0]["vector"]
+        for scope in (None, "agent:x", "global"):
+            found = cache.search(query, scope, 20, store.version())
+            assert found is not None
+            assert [r["id"] for r in found] == _exact_ids(store, query, scope, 20)
+            where = filters.eq("scope", scope) if scope else None
+            expected = [r["score"] for r in store.lancedb_search(query, where, 20)]
+            assert np.allclose([r["score"] for r in found], expected, atol=1e-5)
+    assert cache.reloads == 1
+
+
+def test_block_scores_equal_one_product_over_the_whole_matrix() -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((53, 16)).astype(np.float32)
+    matrix = block_matrix.BlockMatrix(16, block_rows=8)
+    matrix.put(0, rows[:20])
+    matrix.put(20, rows[20:])
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    assert np.allclose(block_matrix.scores_of(matrix.snapshot(), 53, queries), queries @ rows.T, atol=1e-5)
+    assert np.array_equal(matrix.row(37), rows[37])
+    assert matrix.capacity == 56
 
 
 # --- wired into the store -------------------------------------------------------------------------

@@ -1,0 +1,80 @@
+"""Keep the C heap from holding on to memory the process no longer uses (glibc only; no-op elsewhere).
+
+Why: a vector-cache reload decodes the table in LanceDB's worker threads, and glibc gives every
+thread that allocates at once an arena of its own and keeps freed pages inside it. Measured at
+100k x 512: 733 MB resident after loading the cache, 614 MB after ``malloc_trim``; with the arenas
+capped at two and Arrow on malloc, 577 MB, of which the cache is 275 MB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+from collections.abc import AsyncIterator
+from functools import cache
+
+import pyarrow as pa
+
+logger = logging.getLogger(__name__)
+
+M_ARENA_MAX = -8  # from glibc's malloc.h
+ARENAS = 2
+# A trim takes 1.5-3 ms at 100k rows; every few seconds keeps the transients of recalls and writes
+# (+30 MB and +45 MB resident at 100k without it) from piling up, at about 0.1% of a core.
+TRIM_EVERY_S = 3.0
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.malloc_trim  # noqa: B018 - musl and macOS have no malloc_trim: treat as "not glibc"
+        libc.mallopt  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """Cap glibc's malloc arenas and route Arrow through malloc too (call early, before the worker
+    threads start); True if the cap was applied.
+
+    Arrow's default pool (mimalloc) keeps the pages of freed buffers for reuse, so every vector-cache
+    search left a few MB more resident (+27 MB over 20 searches at 100k); on malloc they are
+    returned by ``release_free_memory`` like everything else.
+    """
+    pa.set_memory_pool(pa.system_memory_pool())
+    libc = _libc()
+    # Not fixed mmap/trim thresholds: measured, they made every search give its pages back and
+    # fault them in again (vector-cache search 19 -> 45 ms at 100k).
+    return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def release_free_memory() -> bool:
+    """Return freed heap pages to the OS (after a large transient allocation); True if any were."""
+    libc = _libc()
+    return bool(libc is not None and libc.malloc_trim(0))
+
+
+@contextlib.asynccontextmanager
+async def trimmed_periodically(interval_s: float = TRIM_EVERY_S) -> AsyncIterator[None]:
+    """Run ``release_free_memory`` every ``interval_s`` in a worker thread while the block runs."""
+
+    async def trim_forever() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await asyncio.to_thread(release_free_memory)
+
+    task = asyncio.create_task(trim_forever(), name="heap-trim")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
