@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
+
+import pytest
+
+from app.memory import heap
 
 
 def test_freed_memory_is_returned_to_the_os_after_a_large_transient() -> None:
@@ -27,3 +33,23 @@ assert after - before < 40 * 2**20, (before, peak, after)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
+
+
+async def test_the_periodic_trim_runs_until_its_block_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    third = threading.Event()  # set from the trim's worker thread
+
+    def counted() -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            third.set()
+        return True
+
+    monkeypatch.setattr(heap, "release_free_memory", counted)
+    async with heap.trimmed_periodically(0.001):
+        assert await asyncio.to_thread(third.wait, 10)
+    stopped_at = calls
+    for _ in range(20):
+        await asyncio.sleep(0)  # yield to the loop: a task left running would trim again
+    assert calls == stopped_at >= 3
