@@ -38,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from app.memory import heap
 
-    heap.limit_arenas()  # before any worker thread exists: see app/memory/heap.py
+    heap.tune_allocators()  # before any worker thread exists: see app/memory/heap.py
 
     import uvicorn
 

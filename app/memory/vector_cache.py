@@ -273,8 +273,9 @@ class VectorCache:
         self._scopes = scopes  # codes stay valid: the same scope dictionary
         block_rows = self._matrix.block_rows
         written = 0
+        bounds = np.searchsorted(keep, np.arange(len(old) + 1) * block_rows)  # keep is sorted
         for b in range(len(old)):
-            in_block = keep[(keep >= b * block_rows) & (keep < (b + 1) * block_rows)] - b * block_rows
+            in_block = keep[bounds[b] : bounds[b + 1]] - b * block_rows
             self._matrix.put(written, old[b][in_block])
             written += len(in_block)
             old[b] = np.empty((0, self.dimension), dtype=np.float32)  # free it now, not at the end

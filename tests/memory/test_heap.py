@@ -16,7 +16,7 @@ def test_freed_memory_is_returned_to_the_os_after_a_large_transient() -> None:
     script = """
 import psutil
 from app.memory import heap
-assert heap.limit_arenas()
+assert heap.tune_allocators()
 import pyarrow as pa
 assert pa.default_memory_pool().backend_name == "system"
 process = psutil.Process()
