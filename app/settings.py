@@ -81,6 +81,7 @@ class Settings(BaseSettings):
     embedding_deadline_s: float = Field(default=10.0, gt=0)
     embedding_max_retries: int = Field(default=2, ge=0)
     embedding_batch_size: int = Field(default=64, ge=1)
+    local_model_process: bool = True
     jina_api_key: SecretStr | None = Field(default=None, validation_alias="JINA_API_KEY")
 
     # --- kanban ---

@@ -85,6 +85,7 @@ async def _server_part(db: Path, data: Corpus, queries: list[str], qvecs: np.nda
     log = db.parent / f"server-{variant}.log"
     with srv.serve(db, log, provider=args.provider, extra_env=env) as server, srv.RssSampler(server) as rss:
         out["rss_start_mb"] = round(server.rss_mb(), 1)
+        out["rss_start_children_mb"] = round(server.children_rss_mb(), 1)
         rest, rest_found = await srv.rest_recall(server.url, queries)
         rest["recall@10"] = round(st.recall_vs_exact(rest_found, data.vectors, qvecs, data.ids), 4)
         out["rest_recall"] = rest
@@ -176,6 +177,7 @@ def _server_rows(sizes: list[dict[str, Any]], v: str) -> list[list[Any]]:
         ("remember N clients /s", "remember_concurrent.per_s"),
         ("remember N clients p95 ms", "remember_concurrent.latency.p95_ms"),
         ("remember errors (N clients)", "remember_concurrent.errors"), ("server RSS start MB", "rss_start_mb"),
+        ("of which the model child", "rss_start_children_mb"),
         ("server RSS peak MB", "rss_peak_mb"),
     ]
     return [_row(sizes, f"[{v}] {label}", pick(path)) for label, path in specs]

@@ -33,7 +33,12 @@ class ServerProcess:
     log_path: Path
 
     def rss_mb(self) -> float:
-        return psutil.Process(self.pid).memory_info().rss / 2**20
+        """Resident memory of the server and its children (the local model runs in one)."""
+        server = psutil.Process(self.pid)
+        return sum(p.memory_info().rss for p in [server, *server.children(recursive=True)]) / 2**20
+
+    def children_rss_mb(self) -> float:
+        return sum(p.memory_info().rss for p in psutil.Process(self.pid).children(recursive=True)) / 2**20
 
 
 def _free_port() -> int:
@@ -92,7 +97,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float, lo
 
 
 class RssSampler:
-    """Samples the server's resident memory every 100 ms in a thread; ``peak_mb`` is the maximum seen."""
+    """Samples the server's resident memory (children included) every 100 ms; ``peak_mb`` is the maximum seen."""
 
     def __init__(self, server: ServerProcess) -> None:
         self.server = server

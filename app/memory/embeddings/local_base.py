@@ -1,8 +1,9 @@
-"""Shared plumbing of in-process models: one worker thread, micro-batching, lazy load."""
+"""Shared plumbing of local models: one worker thread, micro-batching, lazy load, optional child process."""
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import logging
 import threading
 import time
@@ -13,6 +14,7 @@ import numpy as np
 
 from app.memory.embeddings.base import Embedder, EmbeddingError
 from app.memory.embeddings.batching import MicroBatcher
+from app.memory.embeddings.model_process import ModelProcess, ModelSpec
 
 logger = logging.getLogger(__name__)
 
@@ -20,20 +22,27 @@ DOCUMENT = "document"
 QUERY = "query"
 
 
+#: Seconds one batch may take in a model child before it is deemed hung (64 texts take ~0.1 s).
+PROCESS_REPLY_TIMEOUT_S = 60.0
+
+
 class LocalModelEmbedder(Embedder):
-    """An embedder whose model runs in this process, on one dedicated thread.
+    """An embedder whose model runs locally: on one dedicated thread, or in a child process.
 
     Every model call (loading included) goes through a :class:`MicroBatcher`, so concurrent
     ``embed_documents`` calls from many clients become a few batched model calls, the event loop
     never runs model code, and the model is never used from two threads at once.
     Embedding before ``load()`` loads the model first (on the worker), so a forgotten ``load`` is
-    slow once rather than broken.
+    slow once rather than broken. With ``in_process=False`` the worker thread only talks to a
+    :class:`ModelProcess` child that holds the model (see ``model_process`` for why).
     """
 
     #: Symmetric models embed queries like documents, so queries may share a batch with them.
     symmetric: bool = False
 
-    def __init__(self, *, max_batch: int) -> None:
+    def __init__(self, *, max_batch: int, threads: int = 1, in_process: bool = True) -> None:
+        self.threads = threads
+        self.in_process = in_process
         self._model: Any = None
         self._load_lock = threading.Lock()
         self.load_seconds: float | None = None
@@ -52,7 +61,9 @@ class LocalModelEmbedder(Embedder):
             if self._model is None:
                 started = time.perf_counter()
                 try:
-                    self._model = self._load_model()
+                    self._model = self._load_model() if self.in_process else self._start_process()
+                except EmbeddingError:
+                    raise
                 except Exception as exc:
                     raise EmbeddingError(
                         f"embedding provider {self.name} ({self.model}) could not load: {type(exc).__name__}: {exc}"
@@ -61,8 +72,21 @@ class LocalModelEmbedder(Embedder):
                 logger.info("loaded embedding model %s (%s) in %.2fs", self.name, self.model, self.load_seconds)
             return self._model
 
+    def _start_process(self) -> ModelProcess:
+        spec = ModelSpec(type(self).__module__, type(self).__qualname__, {"threads": self.threads})
+        process = ModelProcess(spec, reply_timeout_s=PROCESS_REPLY_TIMEOUT_S)
+        process.start()
+        return process
+
+    @property
+    def process_pid(self) -> int | None:
+        """The model child's pid while one runs (``in_process=False``), else None."""
+        return self._model.pid if isinstance(self._model, ModelProcess) else None
+
     def _encode_on_worker(self, kind: str, texts: list[str]) -> np.ndarray:
         model = self._ensure_model()
+        if isinstance(model, ModelProcess):
+            return model.encode(kind, texts)  # raises EmbeddingError with the child's message
         try:
             return self._encode(model, kind, texts)
         except Exception as exc:
@@ -94,4 +118,6 @@ class LocalModelEmbedder(Embedder):
 
     async def close(self) -> None:
         await self.batcher.close()
-        self._model = None
+        model, self._model = self._model, None
+        if isinstance(model, ModelProcess):
+            await asyncio.to_thread(model.close)

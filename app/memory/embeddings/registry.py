@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from app.errors import InvalidInput
 from app.memory.embeddings.base import Embedder
-from app.settings import Settings
 
-ProviderFactory = Callable[[Settings], Embedder]
+if TYPE_CHECKING:  # a model child imports provider modules, and with them this one: no pydantic there
+    from app.settings import Settings
+
+ProviderFactory = Callable[["Settings"], Embedder]
 
 _FACTORIES: dict[str, ProviderFactory] = {}
 
