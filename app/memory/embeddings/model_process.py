@@ -135,8 +135,8 @@ class ModelProcess:
             raise EmbeddingError(f"the model process did not {what} within {timeout_s:g} s; "
                                  "it was stopped and restarts on the next request") from None
         except (OSError, EOFError) as exc:  # a broken pipe or end of output: the child died
-            code = process.poll()
-            self._stop()
+            self._stop()  # waits for the exit: the output can close a moment before the code is there
+            code = process.returncode
             raise EmbeddingError(f"the model process exited (code {code}) while asked to {what}; "
                                  "it restarts on the next request") from exc
         return message[:1], message[1:]
