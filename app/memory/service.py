@@ -266,9 +266,8 @@ class MemoryService:
         text = check_text(content, self.settings)
         limit = self._threshold(threshold)
         vector = await self._embed_document(text)
-        rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES)
-        similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"])
-                   for r in rows if r["score"] >= limit]
+        rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES, min_score=limit)
+        similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"]) for r in rows]
         return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
 
     async def stats(self) -> Stats:
@@ -325,8 +324,9 @@ class MemoryService:
         return float(getattr(self.embedder, "default_dedup_threshold", 0.9))
 
     async def _nearest_duplicate(self, vector: np.ndarray, scope: str) -> DuplicateMatch | None:
-        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 1)
-        if rows and rows[0]["score"] >= self._threshold(None):
+        threshold = self._threshold(None)
+        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 1, min_score=threshold)
+        if rows:
             return DuplicateMatch(memory_id=rows[0]["id"], score=round(rows[0]["score"], 6))
         return None
 

@@ -113,23 +113,26 @@ class Store:
         # limit(None) lifts LanceDB's default limit of 10, which would truncate a scan silently.
         return query.select(list(columns)).limit(limit).to_arrow()
 
-    def vector_search(self, vector: np.ndarray, where: str | None, limit: int) -> list[dict[str, Any]]:
-        """Top ``limit`` rows with ``score``, from the cache when it can answer ``where``, else LanceDB."""
+    def vector_search(self, vector: np.ndarray, where: str | None, limit: int,
+                      min_score: float | None = None) -> list[dict[str, Any]]:
+        """Top ``limit`` rows with ``score`` (at least ``min_score`` if given), from the cache when it
+        can answer ``where``, else LanceDB."""
         cacheable, scope = _cache_scope(where)
         if self.batcher is not None and cacheable:
-            rows = self.batcher.search(vector, scope, limit)
+            rows = self.batcher.search(vector, scope, limit, min_score)
             if rows is not None:
                 return rows
-        return self.lancedb_search(vector, where, limit)
+        return _at_least(self.lancedb_search(vector, where, limit), min_score)
 
-    async def vector_search_async(self, vector: np.ndarray, where: str | None, limit: int) -> list[dict[str, Any]]:
+    async def vector_search_async(self, vector: np.ndarray, where: str | None, limit: int,
+                                  min_score: float | None = None) -> list[dict[str, Any]]:
         """``vector_search`` without holding a worker thread while the batch thread answers."""
         cacheable, scope = _cache_scope(where)
         if self.batcher is not None and cacheable:
-            rows = await asyncio.wrap_future(self.batcher.submit(vector, scope, limit))
+            rows = await asyncio.wrap_future(self.batcher.submit(vector, scope, limit, min_score))
             if rows is not None:
                 return rows
-        return await asyncio.to_thread(self.lancedb_search, vector, where, limit)
+        return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit), min_score)
 
     def refresh_cache(self) -> None:
         """Reload the cache after a write it was not told about (blocking; the batch thread calls it).
@@ -272,6 +275,10 @@ class Store:
             else:
                 arrays.append(pa.nulls(len(rows), type=field.type))
         return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _at_least(rows: list[dict[str, Any]], min_score: float | None) -> list[dict[str, Any]]:
+    return rows if min_score is None else [row for row in rows if row["score"] >= min_score]
 
 
 def _cache_scope(where: str | None) -> tuple[bool, str | None]:

@@ -1,0 +1,136 @@
+"""Projected score bounds: never below the true score, so threshold searches stay exact while they prune."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.memory import block_matrix, filters, score_bounds, vector_cache
+from app.memory.block_matrix import BlockMatrix
+from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.rows import new_row
+from app.memory.score_bounds import ScoreBounds, candidates, rows_at
+from app.memory.store import Store
+from app.memory.vector_cache import VectorCache
+from tests.conftest import SettingsFactory
+
+DIM = 64
+EMBEDDER = HashEmbedder(DIM)
+
+
+def clustered(count: int, seed: int) -> np.ndarray:
+    """Unit vectors near an 8-dimensional subspace, as sentence embeddings are near a low-rank one."""
+    rng = np.random.default_rng(seed)
+    mixing = np.random.default_rng(0).standard_normal((8, DIM))  # the same subspace for every seed
+    vectors = rng.standard_normal((count, 8)) @ mixing + 0.3 * rng.standard_normal((count, DIM))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def near_copies(rows: np.ndarray, seed: int, noise: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    copies = rows + noise * rng.standard_normal(rows.shape).astype(np.float32)
+    return (copies / np.linalg.norm(copies, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fitted(matrix: np.ndarray, block_rows: int = 100) -> tuple[ScoreBounds, list[np.ndarray]]:
+    rows = BlockMatrix(DIM, block_rows)
+    rows.put(0, matrix)
+    bounds = ScoreBounds(DIM)
+    bounds.fit(rows.snapshot(), len(matrix))
+    return bounds, rows.snapshot()
+
+
+def test_the_bound_is_never_below_the_true_score() -> None:
+    matrix = clustered(3_000, 1)
+    bounds, _ = fitted(matrix)
+    for queries in (clustered(50, 2), near_copies(matrix[:50], 3), np.eye(DIM, dtype=np.float32)[:20]):
+        projected_rows = bounds.project(matrix)
+        projected_queries = bounds.project(queries)
+        upper = projected_queries @ projected_rows.T
+        assert np.all(upper >= queries @ matrix.T - 1e-5)
+
+
+def test_candidates_hold_every_row_at_the_threshold_and_few_others() -> None:
+    matrix = clustered(3_000, 1)
+    bounds, blocks = fitted(matrix)
+    queries = near_copies(matrix[::300], 4)  # ten queries, each a near copy of one row
+    snapshot = bounds.snapshot(len(matrix))
+    assert snapshot is not None and bounds.basis is not None
+    found = candidates(snapshot, bounds.basis, len(matrix), queries, np.full(len(queries), 0.9, dtype=np.float32))
+    exact = queries @ matrix.T
+    for qi, positions in enumerate(found):
+        assert set(np.flatnonzero(exact[qi] >= 0.9)) <= set(positions.tolist())
+        assert qi * 300 in positions
+        assert len(positions) < 0.05 * len(matrix)  # the projection pruned almost every row
+
+
+def test_rows_are_gathered_across_blocks_in_order() -> None:
+    matrix = clustered(250, 5)
+    rows = BlockMatrix(DIM, 7)
+    rows.put(0, matrix)
+    positions = np.array([0, 6, 7, 8, 100, 243, 249])
+    np.testing.assert_array_equal(rows_at(rows.snapshot(), positions), matrix[positions])
+    assert rows_at(rows.snapshot(), np.empty(0, dtype=np.int64)).shape == (0, DIM)
+
+
+def test_bounds_cover_appended_rows_and_ignore_a_gap() -> None:
+    matrix = clustered(300, 6)
+    bounds, _ = fitted(matrix[:200])
+    bounds.put(200, matrix[200:])
+    assert bounds.n == 300 and bounds.snapshot(300) is not None
+    bounds.put(400, matrix[:10])  # not contiguous: refused, and the bounds no longer cover row 400
+    assert bounds.n == 300 and bounds.snapshot(301) is None
+
+
+def _rows(vectors: np.ndarray, scope: str, tag: str) -> list[dict[str, object]]:
+    return [new_row(f"memory {tag}-{i}", v, scope, ["t"], 0.7, None, EMBEDDER.model) for i, v in enumerate(vectors)]
+
+
+def test_threshold_searches_through_the_cache_equal_exact_search_as_it_grows_and_compacts(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(block_matrix, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(score_bounds, "FIT_MIN_ROWS", 50)
+    gathered: list[int] = []
+    real_rows_at = vector_cache.rows_at
+
+    def counting_rows_at(blocks: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
+        gathered.append(len(positions))
+        return real_rows_at(blocks, positions)
+
+    monkeypatch.setattr(vector_cache, "rows_at", counting_rows_at)
+    store = Store.open(make_settings(embedding_dimensions=DIM), EMBEDDER)
+    base = clustered(160, 7)
+    store.add(_rows(base[:100], "global", "g") + _rows(base[100:], "agent:x", "x"))
+    cache = VectorCache(DIM, store.row_columns)
+    cache.reload(store.table)
+    assert cache._bounds.basis is not None and cache._bounds.n == 160
+
+    def check() -> None:
+        rows = store.scan(None, ["vector"]).num_rows
+        queries = np.vstack([near_copies(base[::40], 8), clustered(3, 9)])
+        for query in queries:
+            for scope in (None, "global", "agent:x"):
+                where = filters.eq("scope", scope) if scope else None
+                exact = store.lancedb_search(query, where, rows)
+                for threshold in (0.0, 0.5, 0.9, 0.97):
+                    found = cache.search(query, scope, 5, store.version(), min_score=threshold)
+                    expected = [r for r in exact if r["score"] >= threshold][:5]
+                    assert found is not None
+                    assert [r["id"] for r in found] == [r["id"] for r in expected], (scope, threshold)
+                    assert np.allclose([r["score"] for r in found], [r["score"] for r in expected], atol=1e-5)
+
+    check()
+    assert gathered and min(gathered) < 10  # high thresholds scored a handful of rows, not all 160
+    added = _rows(near_copies(base[:30], 10), "agent:x", "a")
+    before = store.version()
+    store.add(added)
+    cache.apply_add(added, before, store.version())
+    assert cache._bounds.n == cache._n == 190
+    for memory_id in [r["id"] for r in store.scan(None, ["id"]).to_pylist()[:60]]:
+        before = store.version()
+        store.delete(memory_id)
+        cache.apply_delete([memory_id], before, store.version())
+    assert cache._n < 190 and cache._bounds.n == cache._n  # compacted, bounds rebuilt with the rows
+    check()
+    assert cache.reloads == 1
