@@ -36,6 +36,7 @@ from bench.vcache import CachingEmbedder, VectorCache
 
 TARGETS = {"search_vs_numpy": 2.0, "rest_vs_embed_plus_exact": 3.0, "remember_per_s": 500.0, "rss_mb": 600.0}
 SCOPED = "agent:claude-code"
+RSS_PHASES = ("start", "rest_recall", "mcp_recall", "concurrent_recall", "remember_single", "remember_concurrent")
 KEYWORD_QUERIES = 20
 CONCURRENT_SEARCHERS = 32
 # cache: the app as configured by default; baseline: every search a LanceDB scan; vector: the cache
@@ -86,22 +87,29 @@ async def _server_part(db: Path, data: Corpus, queries: list[str], qvecs: np.nda
     with srv.serve(db, log, provider=args.provider, extra_env=env) as server, srv.RssSampler(server) as rss:
         out["rss_start_mb"] = round(server.rss_mb(), 1)
         out["rss_start_children_mb"] = round(server.children_rss_mb(), 1)
+        rss.phase("rest_recall")
         rest, rest_found = await srv.rest_recall(server.url, queries)
         rest["recall@10"] = round(st.recall_vs_exact(rest_found, data.vectors, qvecs, data.ids), 4)
         out["rest_recall"] = rest
+        rss.phase("mcp_recall")
         out["mcp_recall"] = await srv.mcp_recall(server.url, queries[: args.mcp_queries])
         if sweep:
+            rss.phase("concurrent_recall")
             out["concurrent_recall"] = [
                 await srv.concurrent_recall(server.url, queries, c, args.per_client) for c in args.clients
             ]
         out["rss_after_recall_mb"] = round(server.rss_mb(), 1)
         fresh = textgen.sentences(args.writes, seed=len(data.texts) + 7)
+        rss.phase("remember_single")
         out["remember_single"] = await srv.remember_throughput(server.url, fresh[: args.writes // 4], 1,
                                                                args.write_seconds)
+        rss.phase("remember_concurrent")
         out["remember_concurrent"] = await srv.remember_throughput(server.url, fresh[args.writes // 4 :],
                                                                    args.writers, args.write_seconds)
         out["rss_end_mb"] = round(server.rss_mb(), 1)
         out["rss_peak_mb"] = round(max(rss.peak_mb, out["rss_end_mb"]), 1)
+        out["rss_main_peak_mb"] = round(rss.main_peak_mb, 1)
+        out["rss_phase_peaks_mb"] = dict(rss.phase_peaks_mb)
     return out
 
 
@@ -179,6 +187,8 @@ def _server_rows(sizes: list[dict[str, Any]], v: str) -> list[list[Any]]:
         ("remember errors (N clients)", "remember_concurrent.errors"), ("server RSS start MB", "rss_start_mb"),
         ("of which the model child", "rss_start_children_mb"),
         ("server RSS peak MB", "rss_peak_mb"),
+        ("server process alone, peak MB", "rss_main_peak_mb"),
+        *((f"RSS peak during {phase} MB", f"rss_phase_peaks_mb.{phase}") for phase in RSS_PHASES),
     ]
     return [_row(sizes, f"[{v}] {label}", pick(path)) for label, path in specs]
 

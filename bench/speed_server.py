@@ -97,23 +97,39 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float, lo
 
 
 class RssSampler:
-    """Samples the server's resident memory (children included) every 100 ms; ``peak_mb`` is the maximum seen."""
+    """Samples the server's resident memory every 100 ms: ``peak_mb`` counts its children (the local
+    model's process), ``main_peak_mb`` the server process alone; ``phase(name)`` starts a new bucket
+    of ``phase_peaks_mb`` so a peak can be traced to the load that made it."""
 
     def __init__(self, server: ServerProcess) -> None:
         self.server = server
         self.peak_mb = 0.0
+        self.main_peak_mb = 0.0
+        self.phase_peaks_mb: dict[str, float] = {}
+        self._phase = "start"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        main = psutil.Process(self.server.pid)
+        main_mb = main.memory_info().rss / 2**20
+        total_mb = main_mb + sum(p.memory_info().rss for p in main.children(recursive=True)) / 2**20
+        self.main_peak_mb = max(self.main_peak_mb, main_mb)
+        self.peak_mb = max(self.peak_mb, total_mb)
+        self.phase_peaks_mb[self._phase] = round(max(self.phase_peaks_mb.get(self._phase, 0.0), total_mb), 1)
+
+    def phase(self, name: str) -> None:
+        self._phase = name
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
             try:
-                self.peak_mb = max(self.peak_mb, self.server.rss_mb())
+                self._sample()
             except psutil.Error:
                 return
 
     def __enter__(self) -> RssSampler:
-        self.peak_mb = self.server.rss_mb()
+        self._sample()
         self._thread.start()
         return self
 
