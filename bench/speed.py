@@ -277,7 +277,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=100, help="sequential recall queries per transport")
     parser.add_argument("--mcp-queries", type=int, default=60)
     parser.add_argument("--clients", default="1,2,5,10,20", help="concurrent recall clients (largest size)")
-    parser.add_argument("--per-client", type=int, default=6, help="recalls per concurrent client")
+    parser.add_argument("--per-client", type=int, default=20, help="recalls per concurrent client")
     parser.add_argument("--writes", type=int, default=4000, help="remember calls available (1/4 single, rest N)")
     parser.add_argument("--writers", type=int, default=32, help="concurrent remember clients (>= 16)")
     parser.add_argument("--write-seconds", type=float, default=15.0, help="time cap per remember phase")

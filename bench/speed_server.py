@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import psutil
@@ -172,22 +173,32 @@ async def mcp_recall(url: str, queries: Sequence[str]) -> dict[str, float]:
 
 
 async def concurrent_recall(url: str, queries: Sequence[str], clients: int, per_client: int) -> dict[str, float]:
-    """``clients`` tasks, each issuing ``per_client`` sequential REST recalls; latency over all calls."""
+    """``clients`` connections, each issuing ``per_client`` sequential REST recalls; latency over all
+    calls. Sent by ``raw_http`` like the remember load: httpx's CPU per request would take the
+    server's cores and grow with the client count, which is the very thing measured here."""
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+    errors = 0
+    connections = [await RawConnection.open(url) for _ in range(clients)]
 
-        async def one(c: int) -> None:
-            for r in range(per_client):
-                query = queries[(c * per_client + r) % len(queries)]
-                start = time.perf_counter()
-                response = await client.get("/api/lancedb/vector-search", params={"q": query, "limit": K})
-                latencies.append(time.perf_counter() - start)
-                response.raise_for_status()
+    async def one(c: int, connection: RawConnection) -> None:
+        nonlocal errors
+        for r in range(per_client):
+            query = queries[(c * per_client + r) % len(queries)]
+            path = f"/api/lancedb/vector-search?{urlencode({'q': query, 'limit': K})}"
+            start = time.perf_counter()
+            status, _ = await connection.request("GET", path)
+            latencies.append(time.perf_counter() - start)
+            errors += status != 200
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one(c) for c in range(clients)))
-        wall = time.perf_counter() - start
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(one(c, conn) for c, conn in enumerate(connections)))
+    finally:
+        for connection in connections:
+            await connection.close()
+    wall = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{errors} of {clients * per_client} concurrent recalls failed")
     return {**latency_summary_ms(latencies), "clients": clients, "wall_s": round(wall, 3)}
 
 

@@ -9,6 +9,7 @@ vectors, so every hit's ``score`` stays the cosine similarity; only the order is
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -25,19 +26,27 @@ def lexical_weight(configured: float | None, provider: str) -> float:
     return DEFAULT_LEXICAL_WEIGHTS.get(provider, 0.0)
 
 
-def search(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int,
-           weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
-    """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools (blocking).
+async def search(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int,
+                 weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
+    """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools.
 
     The keyword pool scans the text column, which costs ~150 ms at 100k rows; above
     ``keyword_pool_max_rows`` only the vector pool is re-ranked (LoCoMo, USE: hit@5 0.52 instead of
     0.58, still far above pure vector's 0.29) so recall stays within a few times exact search.
+    The vector pool is awaited without holding a thread: under 20 concurrent recalls, blocking
+    threads on it capped the searches in flight at the default executor's six workers.
     """
-    rows = store.vector_search(vector, where, max(POOL, top_k))
-    if store.count() <= keyword_pool_max_rows:
+    rows = await store.vector_search_async(vector, where, max(POOL, top_k))
+    return await asyncio.to_thread(_complete, store, query, vector, where, top_k, weight, keyword_pool_max_rows, rows)
+
+
+def _complete(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int, weight: float,
+              keyword_pool_max_rows: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add the keyword pool (small tables only), then re-rank (blocking: tokenizes ~100 texts)."""
+    if store.size_hint() <= keyword_pool_max_rows:
         seen = {row["id"] for row in rows}
         lexical = [memory_id for memory_id, _ in keyword.rank(store, keyword_query(query), where, POOL)]
-        rows += _with_cosine(store, [memory_id for memory_id in lexical if memory_id not in seen], vector)
+        rows = rows + _with_cosine(store, [memory_id for memory_id in lexical if memory_id not in seen], vector)
     candidates = [Candidate(str(row["id"]), row.get("text") or "", float(row["score"])) for row in rows]
     ranked = rerank(query, candidates, RankingOptions(lexical_weight=weight))
     by_id = {row["id"]: row for row in rows}

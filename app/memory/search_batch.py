@@ -4,8 +4,13 @@ Why: at 100k x 512 one search reads the whole 200 MB matrix; it is memory-bound,
 searches (every remember runs a duplicate check) done one by one read it k times, each in its own
 thread, and OpenBLAS's own threads oversubscribe two cores (measured: 16 ms a search under load
 vs 6 ms alone). Here the searches that arrive while one product runs wait for the next one, which
-answers all of them with ONE (k x d) . (d x n) product, in one thread with BLAS limited to one
-thread, so a burst of searches costs about one matrix pass plus k partial sorts.
+answers all of them with ONE (k x d) . (d x n) product, so a burst of searches costs about one
+matrix pass plus k partial sorts.
+
+BLAS always runs on one thread: OpenBLAS's own threads spin between calls (measured at 100k: a
+lone recall cost 26 ms of CPU with two BLAS threads, 12 ms with one, at the same latency). Instead,
+on large tables, a helper thread of ours computes half of each product's columns while this
+thread computes the other half, so a search still uses both cores and then lets them go.
 
 The version check runs in this thread too, once per batch and after every search in it was
 submitted: a write acknowledged before a search was submitted is always seen.
@@ -16,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +58,7 @@ class SearchBatcher:
         self._cond = threading.Condition()
         self._pending: list[_Search] = []
         self._thread: threading.Thread | None = None
+        self._helper: ThreadPoolExecutor | None = None
         self.batches = 0
         self.searches = 0
         self.largest_batch = 0
@@ -74,6 +80,14 @@ class SearchBatcher:
         return self.submit(vector, scope, limit, min_score).result()
 
     def _run(self) -> None:
+        helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-vector-search-half")
+        try:
+            self._serve(helper)
+        finally:
+            helper.shutdown(wait=False)
+
+    def _serve(self, helper: ThreadPoolExecutor) -> None:
+        self._helper = helper
         while True:
             with self._cond:
                 if not self._pending:
@@ -106,7 +120,5 @@ class SearchBatcher:
             self._refresh()  # another process wrote: reload, then answer from the fresh copy
             version = self._current_version()
         queries = [Query(s.vector, s.scope, s.limit, s.min_score) for s in batch]
-        # Under load (more than one search queued) one BLAS thread: the other core embeds and serves
-        # HTTP. A lone search may use every core (measured at 100k: 7.8 ms vs 11.5 ms on one thread).
-        with _BLAS.limit(limits=1 if len(batch) > 1 else None, user_api="blas"):
-            return self.cache.search_many(queries, version)
+        with _BLAS.limit(limits=1, user_api="blas"):
+            return self.cache.search_many(queries, version, self._helper)

@@ -220,8 +220,8 @@ class MemoryService:
             return RecallResult(hits=[to_hit(r) for r in rows], mode="keyword_fallback")
         weight = hybrid.lexical_weight(self.settings.rank_lexical_weight, self.embedder.name)
         if weight:
-            rows = await asyncio.to_thread(
-                hybrid.search, self.store, query, vector, where, top_k, weight, self.settings.rank_keyword_pool_max_rows
+            rows = await hybrid.search(
+                self.store, query, vector, where, top_k, weight, self.settings.rank_keyword_pool_max_rows
             )
         else:
             rows = await self.store.vector_search_async(vector, where, top_k)

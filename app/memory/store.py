@@ -36,6 +36,7 @@ from app.memory.locks import WriteLock
 from app.memory.schema import ROW_COLUMNS, build_schema, check_compatible
 from app.memory.search_batch import SearchBatcher
 from app.memory.vector_cache import VectorCache
+from app.memory.version_probe import VersionProbe
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -71,10 +72,11 @@ class Store:
         self.row_columns = [c for c in ROW_COLUMNS if c in names]
         self.cache: VectorCache | None = None
         self.batcher: SearchBatcher | None = None
+        self.probe = VersionProbe(db_path / f"{table.name}.lance" / "_versions", self.version)
         if dimension is not None:
             self.cache = VectorCache(dimension, self.row_columns)
             self.cache.reload(table)
-            self.batcher = SearchBatcher(self.cache, self.version, self.refresh_cache)
+            self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
 
     @classmethod
     def open(cls, settings: Settings, embedder: Embedder) -> Store:
@@ -105,6 +107,10 @@ class Store:
 
     def count(self, where: str | None = None) -> int:
         return int(self.table.count_rows(where))
+
+    def size_hint(self) -> int:
+        """The row count for cost decisions: the cache's (no LanceDB call, maybe a commit behind)."""
+        return len(self.cache) if self.cache is not None else self.count()
 
     def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table:
         query = self.table.search()

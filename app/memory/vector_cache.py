@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -319,14 +320,15 @@ class VectorCache:
         """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``."""
         return self.search_many([Query(vector, scope, limit, min_score)], version)[0]
 
-    def search_many(self, queries: Sequence[Query | tuple[Any, ...]],
-                    version: int) -> list[list[dict[str, Any]] | None]:
+    def search_many(self, queries: Sequence[Query | tuple[Any, ...]], version: int,
+                    helper: Executor | None = None) -> list[list[dict[str, Any]] | None]:
         """Answer several searches with ONE (k x d) . (d x n) product; each answer as ``search`` gives it.
 
         Searches with a ``min_score`` score only the rows whose projected bound reaches it
         (``score_bounds``), unless too many do. The products run outside the lock (numpy releases
-        the GIL), so our own commits do not queue behind them: appends only write rows past the
-        snapshot's ``n``, and a compaction or reload (new generation) makes the answers None instead.
+        the GIL; half of a full product runs on ``helper`` if given), so our own commits do not
+        queue behind them: appends only write rows past the snapshot's ``n``, and a compaction or
+        reload (new generation) makes the answers None instead.
         """
         asked = [Query(*q) for q in queries]
         with self._lock:
@@ -342,7 +344,7 @@ class VectorCache:
         found = _threshold_tops(blocks, bounds, basis, n, block, asked, masks)
         full = [qi for qi, top in enumerate(found) if top is None]
         if full:  # one pass over the matrix for the whole batch
-            scores = scores_of(blocks, n, block[full])
+            scores = scores_of(blocks, n, block[full], helper)
             for row, qi in enumerate(full):
                 found[qi] = _best(scores[row], masks[qi], asked[qi])
         tops = [top for top in found if top is not None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,21 @@ def test_block_scores_equal_one_product_over_the_whole_matrix() -> None:
     assert np.allclose(block_matrix.scores_of(matrix.snapshot(), 53, queries), queries @ rows.T, atol=1e-5)
     assert np.array_equal(matrix.row(37), rows[37])
     assert matrix.capacity == 56
+
+
+@pytest.mark.parametrize("count", range(1, 10))
+def test_block_scores_are_exact_for_every_batch_size_with_and_without_a_helper_thread(count: int) -> None:
+    # 1, 2 (two matrix-vector products), 3+ (padded to a multiple of 4), split or not across threads.
+    rng = np.random.default_rng(count)
+    rows = rng.standard_normal((61, 16)).astype(np.float32)
+    matrix = block_matrix.BlockMatrix(16, block_rows=8)
+    matrix.put(0, rows)
+    queries = rng.standard_normal((count, 16)).astype(np.float32)
+    with ThreadPoolExecutor(max_workers=1) as helper:
+        for pool in (None, helper):
+            scores = block_matrix.scores_of(matrix.snapshot(), 61, queries, pool)
+            assert scores.shape == (count, 61)
+            assert np.allclose(scores, queries @ rows.T, atol=1e-5)
 
 
 # --- wired into the store -------------------------------------------------------------------------
