@@ -147,11 +147,26 @@ class MemoryService:
     async def _store_new(self, text: str, clean_tags: list[str], weight: float, target: str,
                          agent: str | None, caller: str | None) -> RememberResult:
         vector = await self._embed_document(text)
-        duplicate = await self._nearest_duplicate(vector, target)
         author = _agent_name(agent, caller, target)
         row = new_row(text, vector, target, clean_tags, weight, author, self.embedder.model)
-        [memory_id] = await self.writer.add([row])
-        return RememberResult(memory_id=memory_id, duplicate=duplicate)
+        # The duplicate check runs while the row waits for its commit (it only informs the caller),
+        # so a write's latency is the longer of the two, not their sum; the new row is excluded.
+        check = asyncio.ensure_future(self._nearest_duplicate(vector, target, exclude=row["id"]))
+        try:
+            [memory_id] = await self.writer.add([row])
+        except BaseException:
+            check.cancel()
+            raise
+        return RememberResult(memory_id=memory_id, duplicate=await self._duplicate_or_none(check))
+
+    @staticmethod
+    async def _duplicate_or_none(check: asyncio.Future[DuplicateMatch | None]) -> DuplicateMatch | None:
+        """The check's answer; once the row is committed, a failed check must not turn it into an error."""
+        try:
+            return await check
+        except Exception:  # noqa: BLE001 - the write is acknowledged; the hint is what is lost
+            logger.exception("the duplicate check of a remembered memory failed")
+            return None
 
     async def create(self, text: str, scope: str | None = None, category: str | None = None,
                      importance: float | None = None, *, caller: str | None = None) -> RememberResult:
@@ -323,11 +338,13 @@ class MemoryService:
             return self.settings.dedup_threshold
         return float(getattr(self.embedder, "default_dedup_threshold", 0.9))
 
-    async def _nearest_duplicate(self, vector: np.ndarray, scope: str) -> DuplicateMatch | None:
+    async def _nearest_duplicate(self, vector: np.ndarray, scope: str, exclude: str) -> DuplicateMatch | None:
+        """The best other row of ``scope`` at or above the threshold (``exclude``: the row being written)."""
         threshold = self._threshold(None)
-        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 1, min_score=threshold)
-        if rows:
-            return DuplicateMatch(memory_id=rows[0]["id"], score=round(rows[0]["score"], 6))
+        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold)
+        for row in rows:
+            if row["id"] != exclude:
+                return DuplicateMatch(memory_id=row["id"], score=round(row["score"], 6))
         return None
 
     async def _embed_document(self, text: str) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -152,6 +153,30 @@ async def test_a_duplicate_is_reported_but_still_written(service: MemoryService)
     assert second.duplicate is not None and second.duplicate.memory_id == first.memory_id
     assert second.duplicate.score == pytest.approx(1.0, abs=1e-5)
     assert second.memory_id != first.memory_id and service.store.count() == 2
+
+
+async def test_concurrent_identical_remembers_never_report_themselves_as_their_duplicate(
+    service: MemoryService,
+) -> None:
+    # The check runs while the row waits for its commit, so it may already see the row: excluded by id.
+    results = await asyncio.gather(*(service.remember("the deploy key lives in vault") for _ in range(8)))
+    ids = {r.memory_id for r in results}
+    assert len(ids) == 8 and service.store.count() == 8
+    for result in results:
+        assert result.duplicate is None or result.duplicate.memory_id in ids - {result.memory_id}
+    assert (await service.remember("the deploy key lives in vault")).duplicate is not None
+
+
+async def test_a_failed_duplicate_check_does_not_fail_a_committed_write(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken_search(*args: object, **kwargs: object) -> list[dict[str, object]]:
+        raise OSError("search failed")
+
+    monkeypatch.setattr(service.store, "vector_search_async", broken_search)
+    result = await service.remember("written even though the check failed")
+    assert result.duplicate is None
+    assert (await service.get(result.memory_id)).text == "written even though the check failed"
 
 
 async def test_check_duplicate_uses_the_provider_default_threshold(service: MemoryService) -> None:
