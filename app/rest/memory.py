@@ -33,7 +33,8 @@ class SearchHit(BaseModel):
 
     @classmethod
     def of(cls, hit: MemoryHit) -> SearchHit:
-        return cls(**hit.model_dump(include=set(cls.model_fields)))
+        return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, importance=hit.importance,
+                   timestamp=hit.timestamp, score=hit.score)
 
 
 class MemoryCreate(BaseModel):
