@@ -33,13 +33,17 @@ class ServerProcess:
     pid: int
     log_path: Path
 
-    def rss_mb(self) -> float:
-        """Resident memory of the server and its children (the local model runs in one)."""
+    def rss_parts_mb(self) -> tuple[float, float]:
+        """Resident memory of the server process and of its children (the local model runs in one)."""
         server = psutil.Process(self.pid)
-        return sum(p.memory_info().rss for p in [server, *server.children(recursive=True)]) / 2**20
+        children = sum(p.memory_info().rss for p in server.children(recursive=True))
+        return server.memory_info().rss / 2**20, children / 2**20
+
+    def rss_mb(self) -> float:
+        return sum(self.rss_parts_mb())
 
     def children_rss_mb(self) -> float:
-        return sum(p.memory_info().rss for p in psutil.Process(self.pid).children(recursive=True)) / 2**20
+        return self.rss_parts_mb()[1]
 
 
 def _free_port() -> int:
@@ -112,9 +116,8 @@ class RssSampler:
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def _sample(self) -> None:
-        main = psutil.Process(self.server.pid)
-        main_mb = main.memory_info().rss / 2**20
-        total_mb = main_mb + sum(p.memory_info().rss for p in main.children(recursive=True)) / 2**20
+        main_mb, children_mb = self.server.rss_parts_mb()
+        total_mb = main_mb + children_mb
         self.main_peak_mb = max(self.main_peak_mb, main_mb)
         self.peak_mb = max(self.peak_mb, total_mb)
         self.phase_peaks_mb[self._phase] = round(max(self.phase_peaks_mb.get(self._phase, 0.0), total_mb), 1)

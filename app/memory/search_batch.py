@@ -58,7 +58,6 @@ class SearchBatcher:
         self._cond = threading.Condition()
         self._pending: list[_Search] = []
         self._thread: threading.Thread | None = None
-        self._helper: ThreadPoolExecutor | None = None
         self.batches = 0
         self.searches = 0
         self.largest_batch = 0
@@ -87,7 +86,6 @@ class SearchBatcher:
             helper.shutdown(wait=False)
 
     def _serve(self, helper: ThreadPoolExecutor) -> None:
-        self._helper = helper
         while True:
             with self._cond:
                 if not self._pending:
@@ -100,25 +98,25 @@ class SearchBatcher:
             # longer be cancelled, so setting their results below cannot fail.
             batch = [s for s in batch if s.future.set_running_or_notify_cancel()]
             if batch:
-                self._answer(batch)
+                self._answer(batch, helper)
 
-    def _answer(self, batch: list[_Search]) -> None:
+    def _answer(self, batch: list[_Search], helper: ThreadPoolExecutor) -> None:
         self.batches += 1
         self.searches += len(batch)
         self.largest_batch = max(self.largest_batch, len(batch))
         try:
-            answers = self._search(batch)
+            answers = self._search(batch, helper)
         except Exception:  # noqa: BLE001 - the callers fall back to LanceDB, which is always exact
             logger.exception("vector cache search failed; the callers fall back to LanceDB")
             answers = [None] * len(batch)
         for search, answer in zip(batch, answers, strict=True):
             search.future.set_result(answer)
 
-    def _search(self, batch: list[_Search]) -> list[Answer]:
+    def _search(self, batch: list[_Search], helper: ThreadPoolExecutor) -> list[Answer]:
         version = self._current_version()
         if not self.cache.is_current(version):
             self._refresh()  # another process wrote: reload, then answer from the fresh copy
             version = self._current_version()
         queries = [Query(s.vector, s.scope, s.limit, s.min_score) for s in batch]
         with _BLAS.limit(limits=1, user_api="blas"):
-            return self.cache.search_many(queries, version, self._helper)
+            return self.cache.search_many(queries, version, helper)
