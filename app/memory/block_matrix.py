@@ -1,4 +1,4 @@
-"""A float32 row matrix stored as fixed-size blocks, so it grows without ever being copied.
+"""A row matrix stored as fixed-size blocks, so it grows without ever being copied.
 
 Why: one contiguous matrix must be reallocated to grow, and ``np.resize`` holds the old and the
 new copy at once: at 100k x 512 that is 200 MB + 300 MB for a moment, which was the server's RSS
@@ -11,7 +11,7 @@ Not thread-safe on its own: ``VectorCache`` serialises writers and hands searche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 
 import numpy as np
@@ -22,11 +22,12 @@ SPLIT_MIN_BLOCKS = 4
 
 
 class BlockMatrix:
-    """Rows ``0 .. capacity-1`` of a (capacity x dimension) float32 matrix, in blocks."""
+    """Rows ``0 .. capacity-1`` of a (capacity x dimension) matrix (float32 unless told), in blocks."""
 
-    def __init__(self, dimension: int, block_rows: int | None = None) -> None:
+    def __init__(self, dimension: int, block_rows: int | None = None, dtype: type[np.generic] = np.float32) -> None:
         self.dimension = dimension
         self.block_rows = block_rows or BLOCK_ROWS
+        self.dtype = dtype
         self.blocks: list[np.ndarray] = []
 
     @property
@@ -35,7 +36,7 @@ class BlockMatrix:
 
     def reserve(self, rows: int) -> None:
         while self.capacity < rows:
-            self.blocks.append(np.empty((self.block_rows, self.dimension), dtype=np.float32))
+            self.blocks.append(np.empty((self.block_rows, self.dimension), dtype=self.dtype))
 
     def put(self, start: int, matrix: np.ndarray) -> None:
         """Write ``matrix``'s rows at ``start ..`` (reserving blocks as needed)."""
@@ -70,18 +71,24 @@ def scores_of(blocks: Sequence[np.ndarray], n: int, queries: np.ndarray, helper:
     k = len(queries)
     padded = _padded(queries)
     out = np.empty((len(padded), n), dtype=np.float32)
-    if n == 0:
-        return out[:k]
+    if n:
+        over_blocks(blocks, n, helper, lambda part, first, block_rows: _fill(out, padded, part, first, block_rows, n))
+    return out[:k]
+
+
+def over_blocks(blocks: Sequence[np.ndarray], n: int, helper: Executor | None,
+                fill: Callable[[Sequence[np.ndarray], int, int], None]) -> None:
+    """Call ``fill(blocks, first block number, block rows)`` over the blocks covering rows ``0 .. n-1``
+    (n > 0): the second half on ``helper`` meanwhile, when given and there are ``SPLIT_MIN_BLOCKS``."""
     block_rows = len(blocks[0])
     used = list(blocks[: -(-n // block_rows)])
     if helper is None or len(used) < SPLIT_MIN_BLOCKS:
-        _fill(out, padded, used, 0, block_rows, n)
-        return out[:k]
+        fill(used, 0, block_rows)
+        return
     half = len(used) // 2
-    other = helper.submit(_fill, out, padded, used[half:], half, block_rows, n)
-    _fill(out, padded, used[:half], 0, block_rows, n)
+    other = helper.submit(fill, used[half:], half, block_rows)
+    fill(used[:half], 0, block_rows)
     other.result()
-    return out[:k]
 
 
 def _padded(queries: np.ndarray) -> np.ndarray:

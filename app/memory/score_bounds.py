@@ -17,6 +17,8 @@ as candidates at 0.85 on average and 0.43% at worst.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from app.memory.block_matrix import BlockMatrix, scores_of
@@ -43,19 +45,19 @@ class ScoreBounds:
         self._rows.put(start, self.project(matrix))
         self.n += len(matrix)
 
-    def fit(self, blocks: list[np.ndarray], n: int) -> None:
-        """Choose the basis from a sample of the first ``n`` rows, then project all of them."""
-        block_rows = len(blocks[0])
-        picks = np.linspace(0, n - 1, min(n, FIT_SAMPLE_ROWS)).astype(np.int64)
-        sample = np.stack([blocks[i // block_rows][i % block_rows] for i in picks]).astype(np.float64)
+    def fit(self, rows_at: Callable[[np.ndarray], np.ndarray], n: int) -> None:
+        """Choose the basis from a sample of the first ``n`` rows, then project all of them.
+
+        ``rows_at(ascending positions)`` reads the rows (float32).
+        """
+        picks = np.unique(np.linspace(0, n - 1, min(n, FIT_SAMPLE_ROWS)).astype(np.int64))
+        sample = rows_at(picks).astype(np.float64)
         _, vectors = np.linalg.eigh(sample.T @ sample)  # eigenvalues ascending
         self.basis = np.ascontiguousarray(vectors[:, ::-1][:, :RANK], dtype=np.float32)
         self._rows, self.n = BlockMatrix(RANK + 1), 0
-        for b, block in enumerate(blocks):
-            start = b * block_rows
-            if start >= n:
-                break
-            self.put(start, block[: min(block_rows, n - start)])
+        step = self._rows.block_rows
+        for start in range(0, n, step):
+            self.put(start, rows_at(np.arange(start, min(n, start + step))))
 
     def project(self, matrix: np.ndarray) -> np.ndarray:
         assert self.basis is not None  # noqa: S101 - callers check
@@ -75,14 +77,3 @@ def candidates(bounds: list[np.ndarray], basis: np.ndarray, n: int, queries: np.
     upper = scores_of(bounds, n, projector.project(queries))
     return [np.flatnonzero(upper[i] >= thresholds[i] - SLACK) for i in range(len(queries))]
 
-
-def rows_at(blocks: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
-    """The matrix rows at sorted ``positions``, gathered block by block."""
-    if len(positions) == 0:
-        return np.empty((0, blocks[0].shape[1] if blocks else 0), dtype=np.float32)
-    block_rows = len(blocks[0])
-    owners = positions // block_rows
-    edges = np.flatnonzero(np.diff(owners)) + 1
-    parts = [blocks[int(owners[s])][positions[s:e] % block_rows]
-             for s, e in zip([0, *edges], [*edges, len(positions)], strict=True)]
-    return np.concatenate(parts)

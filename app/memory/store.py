@@ -77,7 +77,7 @@ class Store:
         self.batcher: SearchBatcher | None = None
         self.probe = VersionProbe(db_path / f"{table.name}.lance" / "_versions", self.version)
         if dimension is not None:
-            self.cache = VectorCache(dimension, self.row_columns)
+            self.cache = VectorCache(dimension, self.row_columns, scratch_dir=db_path)
             self.cache.reload(table)
             self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
 

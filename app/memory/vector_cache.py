@@ -2,8 +2,9 @@
 
 Why: LanceDB's flat scan decodes the whole vector column for every query (15-30x slower than a
 numpy product over the same vectors at 100k rows), and an ANN index is approximate. The cache holds
-the vectors as one float32 matrix plus the other columns as Arrow, answers a search with one
-matrix-vector product and a partial sort, and is exact by construction.
+the vectors as int8 codes in memory with exact float32 copies on disk (``quantized_matrix``) plus the
+other columns as Arrow, answers a search with one int8 product, a partial sort and a float32 rescore
+of the few rows that can still be in the top k, and is exact by construction.
 
 Consistency: the cache records the table version it reflects. Our own commits update it in place
 (``apply_*`` with the versions before and after the commit, read under the write lock); when the
@@ -24,14 +25,15 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from app.memory import heap, score_bounds
-from app.memory.block_matrix import BlockMatrix, scores_of
-from app.memory.score_bounds import ScoreBounds, candidates, rows_at
+from app.memory import heap, quantized_matrix, score_bounds
+from app.memory.quantized_matrix import QuantizedMatrix, Snapshot, approximate
+from app.memory.score_bounds import ScoreBounds, candidates
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +109,11 @@ class _ArrowRows:
 class VectorCache:
     """Vectors, scopes and row columns of one table; every method is thread-safe."""
 
-    def __init__(self, dimension: int, row_columns: Sequence[str]) -> None:
+    def __init__(self, dimension: int, row_columns: Sequence[str], scratch_dir: Path | None = None) -> None:
+        """``scratch_dir``: where the exact vectors' unlinked row file goes (default: the system's temp dir)."""
         self.dimension = dimension
         self.row_columns = list(row_columns)
+        self.scratch_dir = scratch_dir
         self.version: int | None = None
         self.reloads = 0
         self.last_reload_s = 0.0
@@ -118,7 +122,7 @@ class VectorCache:
         self._clear()
 
     def _clear(self, schema: pa.Schema | None = None) -> None:
-        self._matrix = BlockMatrix(self.dimension)
+        self._matrix = QuantizedMatrix(self.dimension, self.scratch_dir)
         self._alive = np.zeros(0, dtype=bool)
         self._scope_codes = np.full(0, -1, dtype=np.int32)
         self._n = 0
@@ -134,8 +138,8 @@ class VectorCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the vector matrix actually in use (the dominant cost)."""
-        return self._n * self.dimension * 4
+        """Resident bytes of the vector matrix actually in use (the dominant cost)."""
+        return self._n * self._matrix.row_bytes
 
     # --- loading ---------------------------------------------------------------------------------
 
@@ -192,7 +196,7 @@ class VectorCache:
             self._position[memory_id] = i
             self._n += 1
         if self._bounds.basis is None and self._n >= score_bounds.FIT_MIN_ROWS:
-            self._bounds.fit(self._matrix.snapshot(), self._n)
+            self._bounds.fit(self._matrix.rows_at, self._n)
 
     def _reserve(self, rows: int) -> None:
         self._matrix.reserve(rows)
@@ -251,7 +255,8 @@ class VectorCache:
             if not self._advance(before, after):
                 return
             clean = [{c: r.get(c) for c in self.row_columns} for r in rows]
-            self._append(clean, np.stack([np.asarray(r["vector"], dtype=np.float32) for r in rows]))
+            with self._stale_on_disk_error():
+                self._append(clean, np.stack([np.asarray(r["vector"], dtype=np.float32) for r in rows]))
 
     def apply_delete(self, ids: Sequence[str], before: int, after: int) -> None:
         with self._lock:
@@ -273,8 +278,19 @@ class VectorCache:
                 return
             row = {**self._rows.get(position), **{k: v for k, v in values.items() if k != "vector"}}
             vector = values.get("vector")
-            matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
-            self._append([row], matrix.reshape(1, -1))
+            with self._stale_on_disk_error():
+                matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
+                self._append([row], matrix.reshape(1, -1))
+
+    @contextmanager
+    def _stale_on_disk_error(self) -> Iterator[None]:
+        """A row file that cannot be written leaves the cache stale, not the commit failed: the table
+        has the change, and searches fall back to LanceDB until a reload succeeds. Caller holds the lock."""
+        try:
+            yield
+        except OSError:
+            logger.exception("the vector cache could not store rows on disk; searches use LanceDB until it reloads")
+            self.version = None
 
     def apply_rewrite(self, before: int, after: int) -> None:
         """A commit that changed no content (compaction, index build)."""
@@ -287,23 +303,24 @@ class VectorCache:
             self._compact()
 
     def _compact(self) -> None:
-        """Drop dead rows, block by block, so at most one extra block is held while it runs."""
+        """Drop dead rows, a block of kept rows at a time (read back from the old row file)."""
         keep = np.flatnonzero(self._alive[: self._n])
         rows = self._rows.take_table(keep)
         codes = self._scope_codes[keep]
         scopes = self._scopes
-        old = self._matrix.take_blocks()
+        old = self._matrix
         self._clear(self._rows.schema)
         self._scopes = scopes  # codes stay valid: the same scope dictionary
-        block_rows = self._matrix.block_rows
-        written = 0
-        bounds = np.searchsorted(keep, np.arange(len(old) + 1) * block_rows)  # keep is sorted
-        for b in range(len(old)):
-            in_block = keep[bounds[b] : bounds[b + 1]] - b * block_rows
-            self._matrix.put(written, old[b][in_block])
-            self._bounds.put(written, old[b][in_block])
-            written += len(in_block)
-            old[b] = np.empty((0, self.dimension), dtype=np.float32)  # free it now, not at the end
+        step = self._matrix.block_rows
+        try:
+            for written in range(0, len(keep), step):
+                vectors = old.rows_at(keep[written : written + step])
+                self._matrix.put(written, vectors)
+                self._bounds.put(written, vectors)
+        except OSError:
+            logger.exception("compacting the vector cache failed on disk; it reloads from the table")
+            self.version = None
+            return
         for batch in rows.to_batches():
             self._rows.append_batch(batch)
         self._reserve(len(keep))
@@ -322,11 +339,11 @@ class VectorCache:
 
     def search_many(self, queries: Sequence[Query | tuple[Any, ...]], version: int,
                     helper: Executor | None = None) -> list[list[dict[str, Any]] | None]:
-        """Answer several searches with ONE (k x d) . (d x n) product; each answer as ``search`` gives it.
+        """Answer several searches with ONE pass over the int8 codes; each answer as ``search`` gives it.
 
         Searches with a ``min_score`` score only the rows whose projected bound reaches it
-        (``score_bounds``), unless too many do. The products run outside the lock (numpy releases
-        the GIL; half of a full product runs on ``helper`` if given), so our own commits do not
+        (``score_bounds``), unless too many do. The products run outside the lock (numpy and simsimd
+        release the GIL; half of a full pass runs on ``helper`` if given), so our own commits do not
         queue behind them: appends only write rows past the snapshot's ``n``, and a compaction or
         reload (new generation) makes the answers None instead.
         """
@@ -334,19 +351,19 @@ class VectorCache:
         with self._lock:
             if self.version is None or (self.version != version and not self._writes_in_flight):
                 return [None] * len(asked)
-            n, blocks, generation = self._n, self._matrix.snapshot(), self._generation
+            n, snap, generation = self._n, self._matrix.snapshot(), self._generation
             bounds, basis = self._bounds.snapshot(n), self._bounds.basis
             alive = self._alive[:n].copy()
             masks = [self._mask(alive, q.scope, n) for q in asked]
         if n == 0:
             return [[] for _ in asked]
         block = np.stack([np.asarray(q.vector, dtype=np.float32).reshape(-1) for q in asked])
-        found = _threshold_tops(blocks, bounds, basis, n, block, asked, masks)
+        found = _threshold_tops(snap, bounds, basis, n, block, asked, masks)
         full = [qi for qi, top in enumerate(found) if top is None]
         if full:  # one pass over the matrix for the whole batch
-            scores = scores_of(blocks, n, block[full], helper)
+            approx = approximate(snap, n, block[full], helper)
             for row, qi in enumerate(full):
-                found[qi] = _best(scores[row], masks[qi], asked[qi])
+                found[qi] = _best(snap, approx.scores[row], approx.errors[row], masks[qi], asked[qi])
         tops = [top for top in found if top is not None]
         with self._lock:
             if generation != self._generation:
@@ -373,7 +390,7 @@ class VectorCache:
 Top = tuple[np.ndarray, np.ndarray]  # (row positions, their scores), best first
 
 
-def _threshold_tops(blocks: list[np.ndarray], bounds: list[np.ndarray] | None, basis: np.ndarray | None, n: int,
+def _threshold_tops(snap: Snapshot, bounds: list[np.ndarray] | None, basis: np.ndarray | None, n: int,
                     block: np.ndarray, asked: list[Query], masks: list[np.ndarray | None]) -> list[Top | None]:
     """Answers of the ``min_score`` searches the bounds can serve; None where a full product is needed."""
     found: list[Top | None] = [None] * len(asked)
@@ -389,27 +406,21 @@ def _threshold_tops(blocks: list[np.ndarray], bounds: list[np.ndarray] | None, b
         positions = positions[mask[positions]]
         if len(positions) > MAX_CANDIDATE_SHARE * n:
             continue  # a low threshold: the full product is cheaper
-        scores = rows_at(blocks, positions) @ block[qi]
-        order = np.argsort(-scores, kind="stable")[: asked[qi].limit]
-        order = order[scores[order] >= asked[qi].min_score]
-        found[qi] = (positions[order], scores[order])
+        found[qi] = _rescored(snap, positions, asked[qi])
     return found
 
 
-def _best(scores: np.ndarray, mask: np.ndarray | None, query: Query) -> Top:
-    top = _top(scores, mask, query.limit)
-    if query.min_score is not None:
-        top = top[scores[top] >= query.min_score]
-    return top, scores[top]
-
-
-def _top(scores: np.ndarray, mask: np.ndarray | None, limit: int) -> np.ndarray:
-    """Positions of the ``limit`` best allowed scores, best first (ties keep row order)."""
+def _best(snap: Snapshot, scores: np.ndarray, errors: np.ndarray, mask: np.ndarray | None, query: Query) -> Top:
+    """The exact top of one query, from its approximate scores: only the candidates are read and rescored."""
     if mask is None:
-        return np.empty(0, dtype=np.int64)
-    k = min(limit, int(mask.sum()))
-    if k <= 0:
-        return np.empty(0, dtype=np.int64)
-    masked = np.where(mask, scores, -np.inf)
-    top = np.argpartition(-masked, k - 1)[:k] if k < len(masked) else np.arange(len(masked))
-    return top[np.argsort(-masked[top], kind="stable")][:k].astype(np.int64)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    return _rescored(snap, quantized_matrix.candidates(scores, errors, mask, query.limit, query.min_score), query)
+
+
+def _rescored(snap: Snapshot, positions: np.ndarray, query: Query) -> Top:
+    """The best ``limit`` of ``positions`` (ascending) by float32 score, ties in row order."""
+    scores = snap.rows_at(positions) @ np.asarray(query.vector, dtype=np.float32).reshape(-1)
+    order = np.argsort(-scores, kind="stable")[: query.limit]
+    if query.min_score is not None:
+        order = order[scores[order] >= query.min_score]
+    return positions[order], scores[order]

@@ -75,7 +75,7 @@ def _inline_filters(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in {
             "where", "delete", "count_rows", "update"
-        }:
+        } and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "np"):  # numpy's where
             args = [*node.args, *(k.value for k in node.keywords if k.arg in {"where", "filter"})]
             for arg in args:
                 inline = isinstance(arg, ast.JoinedStr | ast.BinOp)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.memory import block_matrix, filters, score_bounds, vector_cache
-from app.memory.block_matrix import BlockMatrix
+from app.memory import block_matrix, filters, score_bounds
 from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.quantized_matrix import Snapshot
 from app.memory.rows import new_row
-from app.memory.score_bounds import ScoreBounds, candidates, rows_at
+from app.memory.score_bounds import ScoreBounds, candidates
 from app.memory.store import Store
 from app.memory.vector_cache import VectorCache
 from tests.conftest import SettingsFactory
@@ -32,17 +32,15 @@ def near_copies(rows: np.ndarray, seed: int, noise: float = 0.05) -> np.ndarray:
     return (copies / np.linalg.norm(copies, axis=1, keepdims=True)).astype(np.float32)
 
 
-def fitted(matrix: np.ndarray, block_rows: int = 100) -> tuple[ScoreBounds, list[np.ndarray]]:
-    rows = BlockMatrix(DIM, block_rows)
-    rows.put(0, matrix)
+def fitted(matrix: np.ndarray) -> ScoreBounds:
     bounds = ScoreBounds(DIM)
-    bounds.fit(rows.snapshot(), len(matrix))
-    return bounds, rows.snapshot()
+    bounds.fit(lambda positions: matrix[positions], len(matrix))
+    return bounds
 
 
 def test_the_bound_is_never_below_the_true_score() -> None:
     matrix = clustered(3_000, 1)
-    bounds, _ = fitted(matrix)
+    bounds = fitted(matrix)
     for queries in (clustered(50, 2), near_copies(matrix[:50], 3), np.eye(DIM, dtype=np.float32)[:20]):
         projected_rows = bounds.project(matrix)
         projected_queries = bounds.project(queries)
@@ -52,7 +50,7 @@ def test_the_bound_is_never_below_the_true_score() -> None:
 
 def test_candidates_hold_every_row_at_the_threshold_and_few_others() -> None:
     matrix = clustered(3_000, 1)
-    bounds, blocks = fitted(matrix)
+    bounds = fitted(matrix)
     queries = near_copies(matrix[::300], 4)  # ten queries, each a near copy of one row
     snapshot = bounds.snapshot(len(matrix))
     assert snapshot is not None and bounds.basis is not None
@@ -64,18 +62,9 @@ def test_candidates_hold_every_row_at_the_threshold_and_few_others() -> None:
         assert len(positions) < 0.05 * len(matrix)  # the projection pruned almost every row
 
 
-def test_rows_are_gathered_across_blocks_in_order() -> None:
-    matrix = clustered(250, 5)
-    rows = BlockMatrix(DIM, 7)
-    rows.put(0, matrix)
-    positions = np.array([0, 6, 7, 8, 100, 243, 249])
-    np.testing.assert_array_equal(rows_at(rows.snapshot(), positions), matrix[positions])
-    assert rows_at(rows.snapshot(), np.empty(0, dtype=np.int64)).shape == (0, DIM)
-
-
 def test_bounds_cover_appended_rows_and_ignore_a_gap() -> None:
     matrix = clustered(300, 6)
-    bounds, _ = fitted(matrix[:200])
+    bounds = fitted(matrix[:200])
     bounds.put(200, matrix[200:])
     assert bounds.n == 300 and bounds.snapshot(300) is not None
     bounds.put(400, matrix[:10])  # not contiguous: refused, and the bounds no longer cover row 400
@@ -92,17 +81,17 @@ def test_threshold_searches_through_the_cache_equal_exact_search_as_it_grows_and
     monkeypatch.setattr(block_matrix, "BLOCK_ROWS", 7)
     monkeypatch.setattr(score_bounds, "FIT_MIN_ROWS", 50)
     gathered: list[int] = []
-    real_rows_at = vector_cache.rows_at
+    real_rows_at = Snapshot.rows_at
 
-    def counting_rows_at(blocks: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
+    def counting_rows_at(snap: Snapshot, positions: np.ndarray) -> np.ndarray:
         gathered.append(len(positions))
-        return real_rows_at(blocks, positions)
+        return real_rows_at(snap, positions)
 
-    monkeypatch.setattr(vector_cache, "rows_at", counting_rows_at)
+    monkeypatch.setattr(Snapshot, "rows_at", counting_rows_at)
     store = Store.open(make_settings(embedding_dimensions=DIM), EMBEDDER)
     base = clustered(160, 7)
     store.add(_rows(base[:100], "global", "g") + _rows(base[100:], "agent:x", "x"))
-    cache = VectorCache(DIM, store.row_columns)
+    cache = VectorCache(DIM, store.row_columns, scratch_dir=store.db_path)
     cache.reload(store.table)
     assert cache._bounds.basis is not None and cache._bounds.n == 160
 

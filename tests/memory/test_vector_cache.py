@@ -13,6 +13,7 @@ import pytest
 
 from app.memory import block_matrix, filters
 from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.row_file import RowFile
 from app.memory.rows import new_row
 from app.memory.search_batch import SearchBatcher
 from app.memory.store import Store
@@ -105,7 +106,7 @@ def test_a_matrix_in_many_small_blocks_grows_and_compacts_exactly(
     before = store.version()
     store.add(added)
     cache.apply_add(added, before, store.version())
-    assert len(cache._matrix.blocks) == -(-130 // 7)  # grown by whole blocks, never copied
+    assert len(cache._matrix.codes.blocks) == -(-130 // 7)  # grown by whole blocks, never copied
     doomed = [r["id"] for r in store.scan(None, ["id"]).to_pylist()[:45]]
     for memory_id in doomed:  # more than a quarter dead: the cache compacts itself block by block
         before = store.version()
@@ -323,3 +324,24 @@ def test_a_search_whose_caller_gave_up_does_not_stop_the_batch_thread(make_setti
     assert first.result(30) is not None
     assert [r["id"] for r in kept.result(30) or []] == _exact_ids(store, query, "agent:x", 3)
     assert batcher.search(query, None, 3) == first.result(30)
+
+
+def test_a_full_disk_leaves_the_cache_stale_not_the_commit_failed(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+    added = _rows(3, "agent:x", 12)
+    before = store.version()
+    store.add(added)
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RowFile, "write", full)
+    cache.apply_add(added, before, store.version())  # the table has the rows: no exception here
+    assert cache.search(added[0]["vector"], None, 5, store.version()) is None  # callers use LanceDB
+    monkeypatch.undo()
+    cache.reload(store.table)
+    found = cache.search(added[0]["vector"], None, 1, store.version())
+    assert found is not None and found[0]["id"] == added[0]["id"]

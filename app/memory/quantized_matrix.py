@@ -1,0 +1,152 @@
+"""The vector cache's rows as int8 codes in memory, with exact float32 copies on disk, searched exactly.
+
+Why: a float32 matrix was 200 of the server's ~500 MB at 100k x 512. Each row ``v`` is kept as
+codes ``c = round(v / s)`` with one scale ``s = max|v| / 127`` per row (a quarter of the memory),
+and its float32 values go to a ``RowFile``. SIMD int8 dot products (``simsimd``) score every row in
+a third of the time numpy's float32 product takes on this machine (1.8 vs 5 ms at 100k).
+
+Exactness: with ``v~ = s c`` and the query ``q~`` quantized the same way,
+
+    |q . v - q~ . v~|  <=  |q| |v - v~| + |q - q~| |v~|                        (Cauchy-Schwarz)
+
+so each row's approximate score comes with a bound on its error (the two row norms are stored).
+The top ``k`` rows all have upper bounds at least the ``k``-th largest lower bound; only those rows
+(17 on average, 27 at most, on the speed corpus at 100k) are read back from the file and scored in
+float32. The answer is the exact float32 top-k whatever the data; near-duplicates only make more
+rows qualify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import simsimd
+
+from app.memory.block_matrix import BlockMatrix, over_blocks
+from app.memory.row_file import RowFile
+
+CODE_MAX = 127
+#: float32 rounding in the scores and norms (~1e-7 each): a wider net only adds candidates.
+SLACK = 1e-5
+SCALE, RESIDUAL, CODE_NORM = 0, 1, 2  # columns of the per-row statistics
+
+
+class Snapshot(NamedTuple):
+    """What a search reads, as of one moment: rows past a reader's ``n`` may change, earlier ones not."""
+
+    codes: list[np.ndarray]
+    stats: list[np.ndarray]
+    exact: RowFile
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """The float32 rows at ascending ``positions``."""
+        return self.exact.read(positions)
+
+
+class QuantizedMatrix:
+    """Rows ``0 .. capacity-1``; not thread-safe on its own (``VectorCache`` serialises writers)."""
+
+    def __init__(self, dimension: int, directory: Path | None = None, block_rows: int | None = None) -> None:
+        self.dimension = dimension
+        self.codes = BlockMatrix(dimension, block_rows, dtype=np.int8)
+        self.block_rows = self.codes.block_rows
+        self.stats = BlockMatrix(3, self.block_rows)
+        self.exact = RowFile(dimension, directory)
+
+    @property
+    def capacity(self) -> int:
+        return self.codes.capacity
+
+    @property
+    def row_bytes(self) -> int:
+        """Resident bytes a row costs."""
+        return self.dimension + 3 * 4
+
+    def reserve(self, rows: int) -> None:
+        self.codes.reserve(rows)
+        self.stats.reserve(rows)
+
+    def put(self, start: int, matrix: np.ndarray) -> None:
+        """Write ``matrix``'s rows at ``start ..``.
+
+        Raises:
+            OSError: the row file could not be written (then rows ``start ..`` are undefined).
+        """
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        self.exact.write(start, matrix)
+        codes, stats = quantize(matrix)
+        self.codes.put(start, codes)
+        self.stats.put(start, stats)
+
+    def row(self, i: int) -> np.ndarray:
+        return self.exact.read(np.array([i]))[0]
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        return self.exact.read(positions)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.codes.snapshot(), self.stats.snapshot(), self.exact)
+
+
+def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int8) and statistics ``[scale, |v - v~|, |v~|]`` (float32) of each row of ``matrix``."""
+    finite = np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)
+    peak = np.abs(finite).max(axis=1) if finite.shape[1] else np.zeros(len(finite), dtype=np.float32)
+    scale = np.where(peak > 0, peak / CODE_MAX, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(finite / scale[:, None]), -CODE_MAX, CODE_MAX).astype(np.int8)
+    approx = codes.astype(np.float32) * scale[:, None]
+    residual = np.linalg.norm(matrix - approx, axis=1)  # a non-finite row gets an infinite bound
+    stats = np.stack([scale, np.where(np.isfinite(residual), residual, np.inf),
+                      np.linalg.norm(approx, axis=1)], axis=1)
+    return codes, stats.astype(np.float32)
+
+
+class Approximation(NamedTuple):
+    """Per query (rows) and matrix row (columns): approximate scores and bounds on their error."""
+
+    scores: np.ndarray
+    errors: np.ndarray
+
+
+def approximate(snap: Snapshot, n: int, queries: np.ndarray, helper: Executor | None = None) -> Approximation:
+    """Scores of rows ``0 .. n-1`` for each of ``queries`` (k x d float32), with error bounds.
+
+    One int8 product per block; with a ``helper`` the second half of the blocks runs there meanwhile
+    (simsimd releases the GIL).
+    """
+    k = len(queries)
+    codes, stats = quantize(queries)
+    products = np.empty((n, k), dtype=np.float32)  # (rows x queries): each block's slice is contiguous
+    rows = np.empty((n, 3), dtype=np.float32)
+
+    def fill(blocks: Sequence[np.ndarray], first: int, block_rows: int) -> None:
+        for b, block in enumerate(blocks, start=first):
+            start = b * block_rows
+            stop = min(n, start + block_rows)
+            products[start:stop] = simsimd.cdist(block[: stop - start], codes, metric="dot", out_dtype="float32")
+            rows[start:stop] = snap.stats[b][: stop - start]
+
+    if n:
+        over_blocks(snap.codes, n, helper, fill)
+    q_norm = np.linalg.norm(queries, axis=1)
+    scores = products.T * (stats[:, SCALE, None] * rows[:, SCALE])
+    errors = q_norm[:, None] * rows[:, RESIDUAL] + stats[:, RESIDUAL, None] * rows[:, CODE_NORM] + SLACK
+    return Approximation(scores, errors)
+
+
+def candidates(scores: np.ndarray, errors: np.ndarray, mask: np.ndarray, limit: int,
+               min_score: float | None = None) -> np.ndarray:
+    """Ascending positions of the allowed rows that may be among the ``limit`` best (and reach ``min_score``)."""
+    allowed = int(mask.sum())
+    k = min(limit, allowed)
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    lower = np.where(mask, scores - errors, -np.inf)
+    floor = np.partition(lower, len(lower) - k)[len(lower) - k]  # the k-th largest lower bound
+    if min_score is not None:
+        floor = max(floor, min_score)
+    return np.flatnonzero(mask & (scores + errors >= floor)).astype(np.int64)
