@@ -56,11 +56,6 @@ class BlockMatrix:
         """The blocks as they are now; later appends only add blocks or fill rows past a reader's ``n``."""
         return list(self.blocks)
 
-    def take_blocks(self) -> list[np.ndarray]:
-        """Hand the blocks over (this matrix becomes empty), so a rebuild can free them one by one."""
-        blocks, self.blocks = self.blocks, []
-        return blocks
-
 
 def scores_of(blocks: Sequence[np.ndarray], n: int, queries: np.ndarray, helper: Executor | None = None) -> np.ndarray:
     """``queries (k x d) . rows[:n].T`` as a (k x n) float32 array, one BLAS product per block.

@@ -312,14 +312,12 @@ class VectorCache:
         self._clear(self._rows.schema)
         self._scopes = scopes  # codes stay valid: the same scope dictionary
         step = self._matrix.block_rows
-        try:
+        with self._stale_on_disk_error():
             for written in range(0, len(keep), step):
                 vectors = old.rows_at(keep[written : written + step])
                 self._matrix.put(written, vectors)
                 self._bounds.put(written, vectors)
-        except OSError:
-            logger.exception("compacting the vector cache failed on disk; it reloads from the table")
-            self.version = None
+        if self.version is None:  # the half-built copy is never searched: the next search reloads
             return
         for batch in rows.to_batches():
             self._rows.append_batch(batch)

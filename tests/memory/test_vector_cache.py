@@ -345,3 +345,25 @@ def test_a_full_disk_leaves_the_cache_stale_not_the_commit_failed(
     cache.reload(store.table)
     found = cache.search(added[0]["vector"], None, 1, store.version())
     assert found is not None and found[0]["id"] == added[0]["id"]
+
+
+def test_a_full_disk_during_compaction_leaves_the_cache_stale_until_it_reloads(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(make_settings)
+    cache = _cache(store)
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RowFile, "write", full)
+    for memory_id in [r["id"] for r in store.scan(None, ["id"]).to_pylist()[:40]]:  # past a quarter dead
+        before = store.version()
+        store.delete(memory_id)
+        cache.apply_delete([memory_id], before, store.version())
+    assert cache.version is None
+    monkeypatch.undo()
+    cache.reload(store.table)
+    query = _rows(1, "global", 13)[0]["vector"]
+    found = cache.search(query, None, 10, store.version())
+    assert found is not None and [r["id"] for r in found] == _exact_ids(store, query, None, 10)
