@@ -390,7 +390,11 @@ Top = tuple[np.ndarray, np.ndarray]  # (row positions, their scores), best first
 
 def _threshold_tops(snap: Snapshot, bounds: list[np.ndarray] | None, basis: np.ndarray | None, n: int,
                     block: np.ndarray, asked: list[Query], masks: list[np.ndarray | None]) -> list[Top | None]:
-    """Answers of the ``min_score`` searches the bounds can serve; None where a full product is needed."""
+    """Answers of the ``min_score`` searches the bounds can serve; None where a full product is needed.
+
+    The projected bounds' candidates are narrowed by their int8 scores (codes are in memory) before
+    any row is read back from the row file.
+    """
     found: list[Top | None] = [None] * len(asked)
     bounded = [qi for qi, q in enumerate(asked) if q.min_score is not None]
     if bounds is None or basis is None or not bounded:
@@ -404,7 +408,10 @@ def _threshold_tops(snap: Snapshot, bounds: list[np.ndarray] | None, basis: np.n
         positions = positions[mask[positions]]
         if len(positions) > MAX_CANDIDATE_SHARE * n:
             continue  # a low threshold: the full product is cheaper
-        found[qi] = _rescored(snap, positions, asked[qi])
+        approx = quantized_matrix.approximate_at(snap, positions, block[qi])
+        keep = quantized_matrix.candidates(approx.scores[0], approx.errors[0], np.ones(len(positions), dtype=bool),
+                                           asked[qi].limit, asked[qi].min_score)
+        found[qi] = _rescored(snap, positions[keep], asked[qi])
     return found
 
 

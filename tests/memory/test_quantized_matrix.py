@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.memory.quantized_matrix import QuantizedMatrix, approximate, candidates, quantize
+from app.memory.quantized_matrix import QuantizedMatrix, approximate, approximate_at, candidates, quantize
 
 DIM = 48
 
@@ -40,6 +40,22 @@ def test_the_error_bound_holds_for_every_row_and_query(tmp_path: Path, kind: str
     exact = queries @ rows.T
     assert approx.scores.shape == approx.errors.shape == exact.shape
     assert np.all(np.abs(exact - approx.scores) <= approx.errors)
+
+
+@pytest.mark.parametrize("picks", ["none", "one", "scattered", "every"])
+def test_scores_at_chosen_positions_equal_the_full_pass_across_blocks(tmp_path: Path, picks: str) -> None:
+    rows = _kinds(5)["gaussian"]
+    matrix = QuantizedMatrix(DIM, tmp_path, block_rows=32)  # 400 rows: 13 blocks, the last one partial
+    matrix.put(0, rows)
+    rng = np.random.default_rng(6)
+    positions = {"none": np.empty(0, dtype=np.int64), "one": np.array([399]),
+                 "scattered": np.sort(rng.choice(len(rows), 57, replace=False)), "every": np.arange(len(rows))}[picks]
+    query = _unit(rng.standard_normal((1, DIM)))
+    full = approximate(matrix.snapshot(), len(rows), query)
+    at = approximate_at(matrix.snapshot(), positions, query[0])
+    assert at.scores.shape == at.errors.shape == (1, len(positions))
+    np.testing.assert_allclose(at.scores[0], full.scores[0][positions], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(at.errors[0], full.errors[0][positions], rtol=1e-6, atol=1e-7)
 
 
 def test_codes_use_the_full_int8_range_and_store_the_norms(tmp_path: Path) -> None:
