@@ -22,6 +22,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,6 +45,11 @@ class WriteLock:
         self.dir_path = db_path / MKDIR_LOCK_NAME
         self.flock_path = db_path / FLOCK_NAME
         self._thread_lock = threading.Lock()
+        # The refresher is one thread for the lock's lifetime, not one per commit: starting and
+        # joining a thread each waits for a GIL hand-off, up to 5 ms each under load.
+        self._held_guard = threading.Lock()  # the refresher touches only a directory we hold
+        self._held = False
+        self._refresher: threading.Thread | None = None
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -77,16 +83,19 @@ class WriteLock:
     @contextlib.contextmanager
     def _mkdir_lock(self, deadline: float) -> Iterator[None]:
         _poll(self._try_mkdir, deadline, "another writer (memory-lancedb-pro?)")
-        stop = threading.Event()
-        refresher = threading.Thread(target=self._refresh, args=(stop,), name="memory-lock-refresh", daemon=True)
-        refresher.start()
+        with self._held_guard:
+            self._held = True
+        if self._refresher is None:
+            self._refresher = threading.Thread(target=_refresh_while_alive, args=(weakref.ref(self),),
+                                               name="memory-lock-refresh", daemon=True)
+            self._refresher.start()
         try:
             yield
         finally:
-            stop.set()
-            refresher.join()
-            with contextlib.suppress(FileNotFoundError):
-                os.rmdir(self.dir_path)
+            with self._held_guard:
+                self._held = False
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(self.dir_path)
 
     def _try_mkdir(self) -> bool:
         try:
@@ -104,11 +113,24 @@ class WriteLock:
                 os.rmdir(self.dir_path)
         return False
 
-    def _refresh(self, stop: threading.Event) -> None:
-        # Touch the lock so other processes do not think we died during a long commit (optimize).
-        while not stop.wait(REFRESH_S):
-            with contextlib.suppress(FileNotFoundError):
-                os.utime(self.dir_path)
+    def touch_if_held(self) -> None:
+        """Refresh the lock directory's mtime if this process holds it (a holder's heartbeat)."""
+        with self._held_guard:
+            if self._held:
+                with contextlib.suppress(FileNotFoundError):
+                    os.utime(self.dir_path)
+
+
+def _refresh_while_alive(lock: weakref.ref[WriteLock]) -> None:
+    """Every ``REFRESH_S``, touch the lock if held, so other processes do not think a long commit
+    (optimize) died; a held lock is thus touched at most ``REFRESH_S`` after any moment. Ends with the lock."""
+    while True:
+        time.sleep(REFRESH_S)
+        holder = lock()
+        if holder is None:
+            return
+        holder.touch_if_held()
+        del holder
 
 
 def _try_flock(fd: int) -> bool:

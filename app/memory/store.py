@@ -184,8 +184,8 @@ class Store:
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Append rows in one commit, giving colliding short ids fresh ones first."""
 
-        def commit() -> Any:
-            self._fix_id_collisions(rows)
+        def commit(version: int | None) -> Any:
+            self._fix_id_collisions(rows, version)
             return self.table.add(self.to_arrow(rows))
 
         self._commit(commit, lambda cache, result, before: cache.apply_add(rows, before, result.version))
@@ -193,29 +193,33 @@ class Store:
     def update(self, memory_id: str, values: dict[str, Any]) -> int:
         """Update columns in place (vectors of untouched columns stay bit-exact); returns rows updated."""
         where = filters.eq("id", memory_id)
-        result = self._commit(lambda: self.table.update(where=where, values=values),
+        result = self._commit(lambda _: self.table.update(where=where, values=values),
                               lambda cache, r, before: cache.apply_update(memory_id, values, before, r.version))
         return int(result.rows_updated)
 
     def delete(self, memory_id: str) -> int:
         where = filters.eq("id", memory_id)
-        result = self._commit(lambda: self.table.delete(where),
+        result = self._commit(lambda _: self.table.delete(where),
                               lambda cache, r, before: cache.apply_delete([memory_id], before, r.version))
         return int(result.num_deleted_rows)
 
     def optimize(self) -> None:
         """Compact fragments and prune versions older than ten minutes (other readers survive)."""
-        self._commit(lambda: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT), self._after_rewrite)
+        self._commit(lambda _: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT), self._after_rewrite)
 
-    def _commit(self, change: Callable[[], T], tell: Callable[[VectorCache, T, int], None]) -> T:
-        """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it."""
+    def _commit(self, change: Callable[[int | None], T], tell: Callable[[VectorCache, T, int], None]) -> T:
+        """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it.
+
+        ``change`` gets the table version read under the lock (None without a cache): each read is a
+        LanceDB call through its event loop, 2-7 ms under load, so a commit reads it once.
+        """
 
         def locked() -> T:
             if self.cache is None:
-                return change()
+                return change(None)
             with self.cache.writing():  # searches meanwhile answer from the pre-commit state
                 before = self.version()
-                result = change()
+                result = change(before)
                 tell(self.cache, result, before)
             return result
 
@@ -241,10 +245,10 @@ class Store:
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
-    def _fix_id_collisions(self, rows: list[dict[str, Any]]) -> None:
+    def _fix_id_collisions(self, rows: list[dict[str, Any]], version: int | None) -> None:
         for _ in range(10):
             ids = [row["id"] for row in rows]
-            taken = self._taken_ids(ids)
+            taken = self._taken_ids(ids, version)
             seen: set[str] = set()
             clashes = 0
             for row in rows:
@@ -257,11 +261,12 @@ class Store:
             logger.info("regenerated %d colliding memory ids", clashes)
         raise RuntimeError("could not find free memory ids")
 
-    def _taken_ids(self, ids: list[str]) -> set[str]:
-        """Which ids exist: a dict lookup in a current cache, else an IN-list scan (caller holds the lock)."""
+    def _taken_ids(self, ids: list[str], version: int | None) -> set[str]:
+        """Which ids exist: a dict lookup in a cache at ``version`` (the table's, read under the lock
+        the caller holds), else an IN-list scan."""
         # Strictly at the table's version: our commit is in flight here, and ``is_current`` would
         # accept that even if another process had added rows since.
-        if self.cache is not None and self.cache.version == self.version():
+        if self.cache is not None and version is not None and self.cache.version == version:
             taken = self.cache.known_ids(ids)
             if taken is not None:
                 return taken

@@ -193,3 +193,19 @@ def test_the_holder_refreshes_the_lock_mtime(tmp_path: Path, monkeypatch: pytest
         while time.time() - path.stat().st_mtime > 30 and time.monotonic() < deadline:
             time.sleep(0.01)  # polling an external condition (the refresher thread) with a deadline
         assert time.time() - path.stat().st_mtime < 30
+
+
+def test_one_refresher_serves_every_hold_and_never_touches_a_lock_it_released(tmp_path: Path) -> None:
+    lock = WriteLock(tmp_path)
+    with lock.hold():
+        first = lock._refresher
+    for _ in range(4):
+        with lock.hold():
+            assert lock._refresher is first
+    assert first is not None and first.is_alive()
+    path = tmp_path / locks.MKDIR_LOCK_NAME
+    os.mkdir(path)  # now another process's lock
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    lock.touch_if_held()
+    assert path.stat().st_mtime == pytest.approx(old)
