@@ -340,7 +340,7 @@ class VectorCache:
         """Answer several searches with ONE pass over the int8 codes; each answer as ``search`` gives it.
 
         Searches with a ``min_score`` score only the rows whose projected bound reaches it
-        (``score_bounds``), unless too many do. The products run outside the lock (numpy and simsimd
+        (``score_bounds``), unless too many do. The products run outside the lock (numpy and numkong
         release the GIL; half of a full pass runs on ``helper`` if given), so our own commits do not
         queue behind them: appends only write rows past the snapshot's ``n``, and a compaction or
         reload (new generation) makes the answers None instead.

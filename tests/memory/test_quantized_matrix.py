@@ -58,6 +58,21 @@ def test_scores_at_chosen_positions_equal_the_full_pass_across_blocks(tmp_path: 
     np.testing.assert_allclose(at.errors[0], full.errors[0][positions], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("batch", [2, 3, 5, 16, 33])
+def test_a_batch_scores_exactly_what_its_queries_score_one_by_one(tmp_path: Path, batch: int) -> None:
+    # From PACK_MIN_QUERIES on, the queries are packed for one matrix product per block.
+    rows = _kinds(10)["unnormalised"]
+    matrix = QuantizedMatrix(DIM, tmp_path, block_rows=16)  # 100 rows: 7 blocks, split with a helper
+    matrix.put(0, rows)
+    queries = _unit(np.random.default_rng(batch).standard_normal((batch, DIM)))
+    with ThreadPoolExecutor(max_workers=1) as helper:
+        together = approximate(matrix.snapshot(), len(rows), queries, helper)
+    for i, query in enumerate(queries):
+        alone = approximate(matrix.snapshot(), len(rows), query[None, :])
+        np.testing.assert_array_equal(together.scores[i], alone.scores[0])
+        np.testing.assert_array_equal(together.errors[i], alone.errors[0])
+
+
 def test_codes_use_the_full_int8_range_and_store_the_norms(tmp_path: Path) -> None:
     rows = _kinds(3)["gaussian"][:10]
     codes, stats = quantize(rows)
