@@ -58,7 +58,7 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_zero)
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, freeze_startup_objects=True),
         host=settings.host,
         port=settings.port,
         workers=1,

@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
+from app import gc_pause
 from app.container import Services
 from app.edge.guard import EdgeGuard
 from app.errors import AppError
@@ -24,8 +25,12 @@ from app.web import routes as web
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build a fresh app; each call gets its own MCP server (its session manager runs once)."""
+def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool = False) -> FastAPI:
+    """Build a fresh app; each call gets its own MCP server (its session manager runs once).
+
+    ``freeze_startup_objects``: once started, exempt what start-up left alive from garbage
+    collection (``gc_pause``); for the one app of a server process, not for apps inside tests.
+    """
     settings = settings or Settings()
     configure_logging(settings)
     services = Services()
@@ -45,6 +50,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise
             await stack.enter_async_context(mcp_front.run())
             await stack.enter_async_context(heap.trimmed_periodically())
+            if freeze_startup_objects:
+                stack.enter_context(gc_pause.startup_objects_frozen())
             logger.info("memory-mcp ready on %s:%s", settings.host, settings.port)
             yield
             logger.info("memory-mcp shutting down")
