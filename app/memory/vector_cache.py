@@ -9,11 +9,12 @@ of the few rows that can still be in the top k, and is exact by construction.
 Consistency: the cache records the table version it reflects. Our own commits update it in place
 (``apply_*`` with the versions before and after the commit, read under the write lock); when the
 version before a commit is not the cache's version, someone else wrote in between and the cache is
-marked stale. ``search`` answers only when the caller's current table version equals the cache's;
-otherwise it returns None and the caller uses LanceDB (always correct) and reloads the cache.
-While one of our own commits is in flight (``writing()``), the table is legitimately one version
-ahead of the cache for a moment; searches keep answering from the pre-commit state (the write is not
-acknowledged yet), instead of each one triggering a full reload.
+marked stale. ``search`` answers only when the caller's current table version is the cache's (or
+an older one, read just before our own commit landed); otherwise it returns None and the caller
+uses LanceDB (always correct) and reloads the cache. While one of our own commits is in flight
+(``writing()``), the table is legitimately one version ahead of the cache for a moment; searches keep
+answering from the pre-commit state (the write is not acknowledged yet), instead of each one
+triggering a full reload.
 """
 
 from __future__ import annotations
@@ -230,7 +231,18 @@ class VectorCache:
     def is_current(self, version: int) -> bool:
         """Whether ``search`` at ``version`` would answer (our own commit in flight counts as current)."""
         with self._lock:
-            return self.version is not None and (self.version == version or self._writes_in_flight > 0)
+            return self._answers_at(version)
+
+    def _answers_at(self, version: int) -> bool:
+        """At ``version`` or past it (caller holds the lock).
+
+        Past it: a version read just before one of our commits landed may be compared after the cache
+        took that commit in. The cache only ever moves from one version to the next through a commit
+        it checked (or a reload), and versions only grow, so it holds everything up to ``version``.
+        Under 32 writers this race made searches reload the whole cache (1-2 s at 100k rows) every
+        few seconds.
+        """
+        return self.version is not None and (self.version >= version or self._writes_in_flight > 0)
 
     def invalidate(self) -> None:
         """Mark the cache stale: the next search reloads it."""
@@ -347,7 +359,7 @@ class VectorCache:
         """
         asked = [Query(*q) for q in queries]
         with self._lock:
-            if self.version is None or (self.version != version and not self._writes_in_flight):
+            if not self._answers_at(version):
                 return [None] * len(asked)
             n, snap, generation = self._n, self._matrix.snapshot(), self._generation
             bounds, basis = self._bounds.snapshot(n), self._bounds.basis

@@ -225,6 +225,20 @@ def test_our_own_writes_keep_the_cache_current_without_reloading(make_settings: 
     assert store.cache.reloads == 1 and store.cache.is_current(store.version())
 
 
+def test_a_version_read_just_before_our_commit_landed_does_not_reload_the_cache(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    assert store.cache is not None
+    read_before = store.version()  # the search thread read this; then our commit landed
+    added = _rows(1, "global", 14)
+    store.add(added)
+    refreshes: list[int] = []
+    batcher = SearchBatcher(store.cache, lambda: read_before, lambda: refreshes.append(1))
+    found = batcher.search(np.asarray(added[0]["vector"]), None, 1)
+    assert found is not None and found[0]["id"] == added[0]["id"]  # answered, with our commit in it
+    assert refreshes == [] and store.cache.reloads == 1
+    assert not store.cache.is_current(store.version() + 1)  # a newer version (another writer's) is not
+
+
 def test_scope_filtered_cache_search_equals_lancedb_exactly(make_settings: SettingsFactory) -> None:
     store = _store(make_settings)
     for seed in range(20, 30):
