@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.memory import heap, quantized_matrix, score_bounds
-from app.memory.quantized_matrix import QuantizedMatrix, Snapshot, approximate
+from app.memory.quantized_matrix import Approximation, QuantizedMatrix, Snapshot, approximate
 from app.memory.score_bounds import ScoreBounds, candidates
 
 logger = logging.getLogger(__name__)
@@ -373,7 +373,7 @@ class VectorCache:
         if full:  # one pass over the matrix for the whole batch
             approx = approximate(snap, n, block[full], helper)
             for row, qi in enumerate(full):
-                found[qi] = _best(snap, approx.scores[row], approx.errors[row], masks[qi], asked[qi])
+                found[qi] = _best(snap, approx, row, masks[qi], asked[qi])
         tops = [top for top in found if top is not None]
         with self._lock:
             if generation != self._generation:
@@ -421,17 +421,17 @@ def _threshold_tops(snap: Snapshot, bounds: list[np.ndarray] | None, basis: np.n
         if len(positions) > MAX_CANDIDATE_SHARE * n:
             continue  # a low threshold: the full product is cheaper
         approx = quantized_matrix.approximate_at(snap, positions, block[qi])
-        keep = quantized_matrix.candidates(approx.scores[0], approx.errors[0], np.ones(len(positions), dtype=bool),
-                                           asked[qi].limit, asked[qi].min_score)
+        keep = quantized_matrix.candidates(approx, 0, np.ones(len(positions), dtype=bool), asked[qi].limit,
+                                           asked[qi].min_score)
         found[qi] = _rescored(snap, positions[keep], asked[qi])
     return found
 
 
-def _best(snap: Snapshot, scores: np.ndarray, errors: np.ndarray, mask: np.ndarray | None, query: Query) -> Top:
-    """The exact top of one query, from its approximate scores: only the candidates are read and rescored."""
+def _best(snap: Snapshot, approx: Approximation, qi: int, mask: np.ndarray | None, query: Query) -> Top:
+    """The exact top of query ``qi``, from its approximate scores: only the candidates are read and rescored."""
     if mask is None:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    return _rescored(snap, quantized_matrix.candidates(scores, errors, mask, query.limit, query.min_score), query)
+    return _rescored(snap, quantized_matrix.candidates(approx, qi, mask, query.limit, query.min_score), query)
 
 
 def _rescored(snap: Snapshot, positions: np.ndarray, query: Query) -> Top:

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.memory.quantized_matrix import QuantizedMatrix, approximate, approximate_at, candidates, quantize
+from app.memory.quantized_matrix import (
+    Approximation,
+    QuantizedMatrix,
+    approximate,
+    approximate_at,
+    candidates,
+    quantize,
+)
 
 DIM = 48
 
@@ -38,8 +45,10 @@ def test_the_error_bound_holds_for_every_row_and_query(tmp_path: Path, kind: str
     queries = np.vstack([_unit(np.random.default_rng(2).standard_normal((20, DIM))), rows[:5]])
     approx = approximate(matrix.snapshot(), len(rows), queries)
     exact = queries @ rows.T
-    assert approx.scores.shape == approx.errors.shape == exact.shape
-    assert np.all(np.abs(exact - approx.scores) <= approx.errors)
+    errors = np.stack([approx.errors(qi) for qi in range(len(queries))])
+    assert approx.scores.shape == errors.shape == exact.shape
+    assert np.all(np.abs(exact - approx.scores) <= errors)
+    assert all(errors[qi].max() <= approx.widest_error(qi) for qi in range(len(queries)))
 
 
 @pytest.mark.parametrize("picks", ["none", "one", "scattered", "every"])
@@ -53,9 +62,9 @@ def test_scores_at_chosen_positions_equal_the_full_pass_across_blocks(tmp_path: 
     query = _unit(rng.standard_normal((1, DIM)))
     full = approximate(matrix.snapshot(), len(rows), query)
     at = approximate_at(matrix.snapshot(), positions, query[0])
-    assert at.scores.shape == at.errors.shape == (1, len(positions))
+    assert at.scores.shape == (1, len(positions)) and at.errors(0).shape == (len(positions),)
     np.testing.assert_allclose(at.scores[0], full.scores[0][positions], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(at.errors[0], full.errors[0][positions], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(at.errors(0), full.errors(0, positions), rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("batch", [2, 3, 5, 16, 33])
@@ -70,7 +79,7 @@ def test_a_batch_scores_exactly_what_its_queries_score_one_by_one(tmp_path: Path
     for i, query in enumerate(queries):
         alone = approximate(matrix.snapshot(), len(rows), query[None, :])
         np.testing.assert_array_equal(together.scores[i], alone.scores[0])
-        np.testing.assert_array_equal(together.errors[i], alone.errors[0])
+        np.testing.assert_array_equal(together.errors(i), alone.errors(0))
 
 
 def test_codes_use_the_full_int8_range_and_store_the_norms(tmp_path: Path) -> None:
@@ -109,7 +118,7 @@ def test_rescored_candidates_give_the_exact_top_k_with_masks_and_thresholds(tmp_
         exact = rows @ query
         for mask in (np.ones(n, dtype=bool), rng.random(n) < 0.3, np.zeros(n, dtype=bool)):
             for min_score in (None, 0.0, float(np.quantile(exact, 0.9))):
-                found = candidates(approx.scores[qi], approx.errors[qi], mask, limit, min_score)
+                found = candidates(approx, qi, mask, limit, min_score)
                 rescored = snap.rows_at(found) @ query
                 order = np.argsort(-rescored, kind="stable")[:limit]
                 got = found[order][rescored[order] >= (min_score if min_score is not None else -np.inf)]
@@ -118,6 +127,19 @@ def test_rescored_candidates_give_the_exact_top_k_with_masks_and_thresholds(tmp_
                 expected = best[exact[best] >= min_score] if min_score is not None else best
                 assert got.tolist() == expected.tolist()
                 assert np.all(np.diff(found) > 0)  # ascending, as the row file reads them
+                assert found.tolist() == _every_candidate(approx, qi, mask, limit, min_score).tolist()
+
+
+def _every_candidate(approx: Approximation, qi: int, mask: np.ndarray, limit: int,
+                     min_score: float | None) -> np.ndarray:
+    """The definition, with bounds for every row: upper bound at least the limit-th largest lower bound."""
+    k = min(limit, int(mask.sum()))
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    errors = approx.errors(qi)
+    lower = np.where(mask, approx.scores[qi] - errors, -np.inf)
+    floor = max(np.sort(lower)[-k], min_score if min_score is not None else -np.inf)
+    return np.flatnonzero(mask & (approx.scores[qi] + errors >= floor))
 
 
 def test_candidates_are_few_when_scores_are_spread(tmp_path: Path) -> None:
@@ -126,7 +148,7 @@ def test_candidates_are_few_when_scores_are_spread(tmp_path: Path) -> None:
     matrix.put(0, rows)
     query = rows[17] + 0.0
     approx = approximate(matrix.snapshot(), len(rows), query[None, :])
-    found = candidates(approx.scores[0], approx.errors[0], np.ones(len(rows), dtype=bool), 10)
+    found = candidates(approx, 0, np.ones(len(rows), dtype=bool), 10)
     assert 10 <= len(found) < 400 and 17 in found
 
 
