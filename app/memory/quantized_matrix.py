@@ -217,9 +217,9 @@ def candidates(approx: Approximation, qi: int, mask: np.ndarray, limit: int,
     if min_score is not None:
         reach = max(reach, min_score - widest)
     near = np.flatnonzero(mask & (scores >= reach))
-    errors = approx.errors(qi, near)
-    lower = scores[near] - errors
+    near_scores, errors = scores[near], approx.errors(qi, near)
+    lower = near_scores - errors
     floor = float(np.partition(lower, len(lower) - k)[len(lower) - k]) if len(lower) >= k else -np.inf
     if min_score is not None:
         floor = max(floor, min_score)
-    return near[scores[near] + errors >= floor].astype(np.int64)
+    return near[near_scores + errors >= floor].astype(np.int64)

@@ -239,7 +239,7 @@ class VectorCache:
         Past it: a version read just before one of our commits landed may be compared after the cache
         took that commit in. The cache only ever moves from one version to the next through a commit
         it checked (or a reload), and versions only grow, so it holds everything up to ``version``.
-        Under 32 writers this race made searches reload the whole cache (1-2 s at 100k rows) every
+        Under 32 writers this race made searches reload the whole cache (1-4 s at 100k rows) every
         few seconds.
         """
         return self.version is not None and (self.version >= version or self._writes_in_flight > 0)
