@@ -364,7 +364,8 @@ class VectorCache:
             n, snap, generation = self._n, self._matrix.snapshot(), self._generation
             bounds, basis = self._bounds.snapshot(n), self._bounds.basis
             alive = self._alive[:n].copy()
-            masks = [self._mask(alive, q.scope, n) for q in asked]
+            by_scope = {scope: self._mask(alive, scope, n) for scope in {q.scope for q in asked}}
+            masks = [by_scope[q.scope] for q in asked]
         if n == 0:
             return [[] for _ in asked]
         block = np.stack([np.asarray(q.vector, dtype=np.float32).reshape(-1) for q in asked])
@@ -405,25 +406,31 @@ def _threshold_tops(snap: Snapshot, bounds: list[np.ndarray] | None, basis: np.n
     """Answers of the ``min_score`` searches the bounds can serve; None where a full product is needed.
 
     The projected bounds' candidates are narrowed by their int8 scores (codes are in memory) before
-    any row is read back from the row file.
+    any row is read back from the row file, all the batch's candidates in one gather.
     """
     found: list[Top | None] = [None] * len(asked)
     bounded = [qi for qi, q in enumerate(asked) if q.min_score is not None]
     if bounds is None or basis is None or not bounded:
         return found
     thresholds = np.array([asked[qi].min_score for qi in bounded], dtype=np.float32)
+    chosen: dict[int, np.ndarray] = {}
     for qi, positions in zip(bounded, candidates(bounds, basis, n, block[bounded], thresholds), strict=True):
         mask = masks[qi]
         if mask is None:
             found[qi] = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
-            continue
-        positions = positions[mask[positions]]
-        if len(positions) > MAX_CANDIDATE_SHARE * n:
-            continue  # a low threshold: the full product is cheaper
-        approx = quantized_matrix.approximate_at(snap, positions, block[qi])
-        keep = quantized_matrix.candidates(approx, 0, np.ones(len(positions), dtype=bool), asked[qi].limit,
-                                           asked[qi].min_score)
-        found[qi] = _rescored(snap, positions[keep], asked[qi])
+        elif len(positions := positions[mask[positions]]) <= MAX_CANDIDATE_SHARE * n:
+            chosen[qi] = positions  # else a low threshold: the full product is cheaper
+    if not chosen:
+        return found
+    union = np.unique(np.concatenate(list(chosen.values())))
+    if len(union) > MAX_CANDIDATE_SHARE * n:
+        return found  # together too many to gather: one full product serves them all
+    approx = quantized_matrix.approximate_at(snap, union, block[list(chosen)])
+    for row, (qi, positions) in enumerate(chosen.items()):
+        own = np.zeros(len(union), dtype=bool)
+        own[np.searchsorted(union, positions)] = True
+        keep = quantized_matrix.candidates(approx, row, own, asked[qi].limit, asked[qi].min_score)
+        found[qi] = _rescored(snap, union[keep], asked[qi])
     return found
 
 

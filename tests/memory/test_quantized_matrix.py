@@ -51,20 +51,24 @@ def test_the_error_bound_holds_for_every_row_and_query(tmp_path: Path, kind: str
     assert all(errors[qi].max() <= approx.widest_error(qi) for qi in range(len(queries)))
 
 
+@pytest.mark.parametrize("queries", [1, 4])  # 4: packed, as a batch of duplicate checks is
 @pytest.mark.parametrize("picks", ["none", "one", "scattered", "every"])
-def test_scores_at_chosen_positions_equal_the_full_pass_across_blocks(tmp_path: Path, picks: str) -> None:
+def test_scores_at_chosen_positions_equal_the_full_pass_across_blocks(tmp_path: Path, picks: str,
+                                                                      queries: int) -> None:
     rows = _kinds(5)["gaussian"]
     matrix = QuantizedMatrix(DIM, tmp_path, block_rows=32)  # 400 rows: 13 blocks, the last one partial
     matrix.put(0, rows)
     rng = np.random.default_rng(6)
     positions = {"none": np.empty(0, dtype=np.int64), "one": np.array([399]),
                  "scattered": np.sort(rng.choice(len(rows), 57, replace=False)), "every": np.arange(len(rows))}[picks]
-    query = _unit(rng.standard_normal((1, DIM)))
-    full = approximate(matrix.snapshot(), len(rows), query)
-    at = approximate_at(matrix.snapshot(), positions, query[0])
-    assert at.scores.shape == (1, len(positions)) and at.errors(0).shape == (len(positions),)
-    np.testing.assert_allclose(at.scores[0], full.scores[0][positions], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(at.errors(0), full.errors(0, positions), rtol=1e-6, atol=1e-7)
+    block = _unit(rng.standard_normal((queries, DIM)))
+    full = approximate(matrix.snapshot(), len(rows), block)
+    at = approximate_at(matrix.snapshot(), positions, block)
+    assert at.scores.shape == (queries, len(positions))
+    for qi in range(queries):
+        assert at.errors(qi).shape == (len(positions),)
+        np.testing.assert_allclose(at.scores[qi], full.scores[qi][positions], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(at.errors(qi), full.errors(qi, positions), rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("batch", [2, 3, 5, 16, 33])

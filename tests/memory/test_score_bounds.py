@@ -11,7 +11,7 @@ from app.memory.quantized_matrix import Snapshot
 from app.memory.rows import new_row
 from app.memory.score_bounds import ScoreBounds, candidates
 from app.memory.store import Store
-from app.memory.vector_cache import VectorCache
+from app.memory.vector_cache import Query, VectorCache
 from tests.conftest import SettingsFactory
 
 DIM = 64
@@ -98,16 +98,23 @@ def test_threshold_searches_through_the_cache_equal_exact_search_as_it_grows_and
     def check() -> None:
         rows = store.scan(None, ["vector"]).num_rows
         queries = np.vstack([near_copies(base[::40], 8), clustered(3, 9)])
+        asked: list[Query] = []
+        expected: list[list[dict[str, object]]] = []
         for query in queries:
             for scope in (None, "global", "agent:x"):
                 where = filters.eq("scope", scope) if scope else None
                 exact = store.lancedb_search(query, where, rows)
                 for threshold in (0.0, 0.5, 0.9, 0.97):
-                    found = cache.search(query, scope, 5, store.version(), min_score=threshold)
-                    expected = [r for r in exact if r["score"] >= threshold][:5]
-                    assert found is not None
-                    assert [r["id"] for r in found] == [r["id"] for r in expected], (scope, threshold)
-                    assert np.allclose([r["score"] for r in found], [r["score"] for r in expected], atol=1e-5)
+                    asked.append(Query(query, scope, 5, threshold))
+                    expected.append([r for r in exact if r["score"] >= threshold][:5])
+        # One by one, then the high thresholds as one batch (their candidates gathered together).
+        batch = [i for i, q in enumerate(asked) if q.min_score is not None and q.min_score >= 0.9]
+        answers = [cache.search(q.vector, q.scope, q.limit, store.version(), q.min_score) for q in asked]
+        together = cache.search_many([asked[i] for i in batch], store.version())
+        for i, found in [*enumerate(answers), *zip(batch, together, strict=True)]:
+            assert found is not None
+            assert [r["id"] for r in found] == [r["id"] for r in expected[i]], asked[i][1:]
+            assert np.allclose([r["score"] for r in found], [r["score"] for r in expected[i]], atol=1e-5)
 
     check()
     assert gathered and min(gathered) < 10  # high thresholds scored a handful of rows, not all 160
