@@ -74,6 +74,7 @@ class Store:
         names = set(table.schema.names)
         self.row_columns = [c for c in ROW_COLUMNS if c in names]
         self.cache: VectorCache | None = None
+        self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
         self.batcher: SearchBatcher | None = None
         self.probe = VersionProbe(db_path / f"{table.name}.lance" / "_versions", self.version)
         if dimension is not None:
@@ -186,7 +187,11 @@ class Store:
 
         def commit(version: int | None) -> Any:
             self._fix_id_collisions(rows, version)
-            return self.table.add(self.to_arrow(rows))
+            schema = self._schema_at(version)
+            result = self.table.add(self.to_arrow(rows, schema))
+            if version is not None and result.version == version + 1:  # nobody else committed meanwhile
+                self._schema = (result.version, schema)  # and an append keeps the schema
+            return result
 
         self._commit(commit, lambda cache, result, before: cache.apply_add(rows, before, result.version))
 
@@ -272,9 +277,21 @@ class Store:
                 return taken
         return {r["id"] for r in self.get_rows(ids, ["id"])}
 
-    def to_arrow(self, rows: list[dict[str, Any]]) -> pa.Table:
-        """Rows in the table's own schema; extra (foreign) columns are null, types are the table's."""
-        schema = self.table.schema
+    def _schema_at(self, version: int | None) -> pa.Schema:
+        """The table's schema at ``version`` (read under the write lock; None: unknown).
+
+        Each read is a LanceDB call through its event loop, 1-3 ms under load: half of a commit's
+        Python time. A schema changes only with a commit, so the schema our last append left is
+        still the table's while the table is at that append's version.
+        """
+        if version is None or self._schema is None or self._schema[0] != version:
+            return self.table.schema
+        return self._schema[1]
+
+    def to_arrow(self, rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+        """Rows in the table's own schema (``schema`` if given, else read); extra (foreign) columns are
+        null, types are the table's."""
+        schema = schema if schema is not None else self.table.schema
         arrays = []
         for field in schema:
             if field.name == "vector" and pa.types.is_fixed_size_list(field.type):

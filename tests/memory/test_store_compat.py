@@ -125,3 +125,18 @@ async def test_a_new_table_records_the_model_and_uses_nullable_columns(make_sett
     assert all(field.nullable for field in schema)
     assert schema.field("vector").type == pa.list_(pa.float32(), DIM)
     assert schema.field("timestamp").type == pa.int64()
+
+
+async def test_a_column_another_process_adds_is_in_our_next_appends_schema(make_settings: SettingsFactory,
+                                                                           tmp_path: Path) -> None:
+    # Appends reuse the schema their previous append left; a foreign commit must end that reuse.
+    async with MemoryService.open(make_settings()) as service:
+        await service.remember("a memory written before the new column")
+        store = service.store
+        assert "source_app" not in store._schema_at(store.version()).names
+        other = lancedb.connect(str(tmp_path / "lancedb"), read_consistency_interval=timedelta(0))
+        other.open_table("memories").add_columns(pa.field("source_app", pa.string()))
+        assert "source_app" in store._schema_at(store.version()).names
+        second = await service.remember("a memory written after the new column")
+    rows = {r["id"]: r for r in _snapshot(tmp_path / "lancedb")[1]}
+    assert len(rows) == 2 and rows[second.memory_id]["source_app"] is None
