@@ -18,6 +18,7 @@ import pytest
 
 from app.errors import Unavailable
 from app.memory import locks
+from app.memory import store as store_module
 from app.memory.errors import StoreBusy
 from app.memory.locks import WriteLock
 from app.memory.rows import new_row
@@ -209,3 +210,22 @@ def test_one_refresher_serves_every_hold_and_never_touches_a_lock_it_released(tm
     os.utime(path, (old, old))
     lock.touch_if_held()
     assert path.stat().st_mtime == pytest.approx(old)
+
+
+async def test_a_compaction_keeps_recent_versions_for_their_readers_and_prunes_older_ones(
+        make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
+        for i in range(3):
+            await service.remember(f"before the reader {i}")
+        store = service.store
+        seen = store.version()
+        reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
+        reader.checkout(seen)  # another process still reading this version
+        await service.remember("after the reader")
+        await asyncio.to_thread(store.optimize)
+        assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3  # its files are still there
+        monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))
+        await service.remember("after the window")
+        await asyncio.to_thread(store.optimize)
+        kept = [v["version"] for v in store.table.list_versions()]
+    assert seen not in kept and max(kept) == store.version()
