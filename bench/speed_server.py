@@ -205,34 +205,45 @@ async def concurrent_recall(url: str, queries: Sequence[str], clients: int, per_
     return {**latency_summary_ms(latencies), "clients": clients, "wall_s": round(wall, 3)}
 
 
-async def remember_throughput(url: str, texts: Sequence[str], clients: int, deadline_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Call:
+    done_s: float  # when the reply arrived, seconds after the load started
+    latency_s: float
+    status: int
+
+
+async def remember_calls(url: str, texts: Sequence[str], clients: int, deadline_s: float) -> tuple[list[Call], float]:
     """POST /api/lancedb/memories from ``clients`` connections until the texts run out or the deadline
-    passes. The load comes from ``raw_http`` (about 0.1 ms of CPU a request), not httpx (6.7 ms), so
-    the generator does not take the server's cores."""
-    latencies: list[float] = []
-    errors = 0
+    passes; every call, and the wall time. The load comes from ``raw_http`` (about 0.1 ms of CPU a
+    request), not httpx (6.7 ms), so the generator does not take the server's cores."""
+    calls: list[Call] = []
     queue = list(reversed(texts))
     connections = [await RawConnection.open(url) for _ in range(clients)]
-    stop_at = time.perf_counter() + deadline_s
+    start = time.perf_counter()
+    stop_at = start + deadline_s
 
     async def one(connection: RawConnection) -> None:
-        nonlocal errors
         while queue and time.perf_counter() < stop_at:
             text = queue.pop()
-            start = time.perf_counter()
+            sent = time.perf_counter()
             status, _ = await connection.request("POST", "/api/lancedb/memories", {"text": text, "category": "bench"})
-            latencies.append(time.perf_counter() - start)
-            errors += not 200 <= status < 300
+            now = time.perf_counter()
+            calls.append(Call(now - start, now - sent, status))
 
-    start = time.perf_counter()
     try:
         await asyncio.gather(*(one(c) for c in connections))
     finally:
         wall = time.perf_counter() - start
         for connection in connections:
             await connection.close()
-    done = len(latencies)
+    return calls, wall
+
+
+async def remember_throughput(url: str, texts: Sequence[str], clients: int, deadline_s: float) -> dict[str, Any]:
+    """``remember_calls`` summarised: writes per second, errors, latency."""
+    calls, wall = await remember_calls(url, texts, clients, deadline_s)
     return {
-        "clients": clients, "writes": done, "errors": errors, "wall_s": round(wall, 3),
-        "per_s": round(done / wall, 1) if wall else 0.0, "latency": latency_summary_ms(latencies),
+        "clients": clients, "writes": len(calls), "errors": sum(not 200 <= c.status < 300 for c in calls),
+        "wall_s": round(wall, 3), "per_s": round(len(calls) / wall, 1) if wall else 0.0,
+        "latency": latency_summary_ms([c.latency_s for c in calls]),
     }

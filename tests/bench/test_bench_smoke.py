@@ -1,4 +1,4 @@
-"""The two benchmarks still run end to end on a tiny slice (hash embedder), and their JSON is complete."""
+"""The benchmarks still run end to end on a tiny slice (hash embedder), and their JSON is complete."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo, speed
+from bench import locomo, speed, sustained
 from bench.locomo_data import dataset_path
 
 pytestmark = pytest.mark.slow
@@ -55,3 +55,13 @@ def test_speed_on_200_memories_reports_targets_for_both_server_variants(tmp_path
         assert part["rss_peak_mb"] > 50
         assert [c["clients"] for c in part["concurrent_recall"]] == [1, 3]
         assert set(part["ratios"]) >= {"search_vs_numpy", "rest_vs_embed_plus_exact", "remember_per_s", "rss_mb"}
+
+
+def test_sustained_load_on_200_memories_reports_every_window(tmp_path: Path) -> None:
+    sustained.main(["--provider", "hash", "--size", "200", "--clients", "8", "--seconds", "3", "--window", "1",
+                    "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path)])
+    payload = json.loads((tmp_path / "sustained.json").read_text())
+    assert payload["size"] == 200 and payload["bulk_load"]["rows"] == 200
+    assert [w["from_s"] for w in payload["windows"]] == [0.0, 1.0, 2.0]
+    assert sum(w["per_s"] for w in payload["windows"]) > 0 and all(w["errors"] == 0 for w in payload["windows"])
+    assert payload["writes"] > 0 and payload["versions"] >= 2 and payload["data_files"] >= 1

@@ -1,0 +1,113 @@
+"""Remember under sustained load: does throughput hold for minutes, not just for a 15-second phase?
+
+    python -m bench.sustained                   # 100k memories, 32 clients, 5 minutes in 30 s windows
+    python -m bench.sustained --size 10000 --seconds 120 --window 15
+
+The table is the speed benchmark's (same synthetic memories and cached vectors, bulk-loaded), served
+by a real server process (``python -m app.cli serve``) and written by ``--clients`` keep-alive
+connections as fast as they get answers. Per window: remembers per second, latency p50/p95/max,
+errors; at the end, the table's versions and fragments on disk. A compaction shows as a window's
+latency maximum (the writer waits for it). Results go to ``bench/results/sustained.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.memory.embeddings.registry import create_embedder
+from app.settings import Settings
+from bench import speed_server as srv
+from bench import textgen
+from bench.common import latency_summary_ms, machine_info, print_table, write_json
+from bench.speed_data import bulk_load, corpus, disk_bytes
+from bench.vcache import CachingEmbedder, VectorCache
+
+WRITES_PER_SECOND_CEILING = 1_000  # texts prepared per second of load: more than the server takes
+
+
+def windows(calls: Sequence[srv.Call], seconds: float, window: float) -> list[dict[str, Any]]:
+    """Throughput and latency of the calls answered in each ``window`` seconds of the run."""
+    out = []
+    start = 0.0
+    while start < seconds:
+        inside = [c for c in calls if start <= c.done_s < start + window]
+        latency = latency_summary_ms([c.latency_s for c in inside]) if inside else {}
+        out.append({
+            "from_s": round(start, 1), "per_s": round(len(inside) / window, 1),
+            "p50_ms": latency.get("p50_ms"), "p95_ms": latency.get("p95_ms"),
+            "max_ms": round(max(c.latency_s for c in inside) * 1000, 1) if inside else None,
+            "errors": sum(not 200 <= c.status < 300 for c in inside),
+        })
+        start += window
+    return out
+
+
+def table_files(db: Path) -> dict[str, int]:
+    table = db / "memories.lance"
+    return {
+        "versions": sum(1 for p in (table / "_versions").glob("*.manifest")),
+        "data_files": sum(1 for _ in (table / "data").glob("*.lance")),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    inner = create_embedder(Settings(embedding_provider=args.provider))
+    embedder = CachingEmbedder(inner, VectorCache(inner.identity, Path(args.cache_dir) if args.cache_dir else None))
+    await embedder.load()
+    data = await corpus(embedder, args.size)
+    texts = textgen.sentences(int(args.seconds * WRITES_PER_SECOND_CEILING), seed=args.size + 11)
+    with tempfile.TemporaryDirectory(prefix="bench-sustained-") as tmp:
+        db = Path(tmp) / "lancedb"
+        loaded = bulk_load(db, data, embedder)
+        await embedder.close()
+        with srv.serve(db, Path(tmp) / "server.log", provider=args.provider) as server:
+            calls, wall = await srv.remember_calls(server.url, texts, args.clients, args.seconds)
+            rss_mb = round(server.rss_mb(), 1)
+        files = table_files(db)
+        disk_mb = round(disk_bytes(db) / 2**20, 1)
+    return {
+        "machine": machine_info(), "model": embedder.identity, "size": args.size, "clients": args.clients,
+        "bulk_load": loaded, "wall_s": round(wall, 1), "writes": len(calls),
+        "per_s": round(len(calls) / wall, 1) if wall else 0.0, "windows": windows(calls, args.seconds, args.window),
+        "rss_end_mb": rss_mb, "disk_end_mb": disk_mb, **files,
+    }
+
+
+def report(result: dict[str, Any]) -> None:
+    print_table(
+        f"remember under sustained load: {result['size']:,} memories, {result['clients']} clients "
+        f"({result['writes']:,} writes, {result['per_s']}/s overall)",
+        ["from s", "per s", "p50 ms", "p95 ms", "max ms", "errors"],
+        [[w["from_s"], w["per_s"], w["p50_ms"], w["p95_ms"], w["max_ms"], w["errors"]] for w in result["windows"]],
+    )
+    print(f"at the end: {result['versions']} versions and {result['data_files']} data files kept, "
+          f"{result['disk_end_mb']} MB on disk, server RSS {result['rss_end_mb']} MB (with the model child)")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=100_000, help="memories in the table before the load")
+    parser.add_argument("--clients", type=int, default=32, help="concurrent remember clients")
+    parser.add_argument("--seconds", type=float, default=300.0, help="how long the load runs")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds per reported window")
+    parser.add_argument("--provider", default="local", help="embedding provider (hash only for the smoke test)")
+    parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
+    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = asyncio.run(main_async(args))
+    report(result)
+    path = write_json("sustained", result, Path(args.results_dir) if args.results_dir else None)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
