@@ -141,7 +141,7 @@ def approximate(snap: Snapshot, n: int, queries: np.ndarray, helper: Executor | 
     (numkong releases the GIL).
     """
     codes, stats = quantize(queries)
-    packed = numkong.dots_pack(codes, dtype="int8") if len(codes) >= PACK_MIN_QUERIES else None
+    packed = _packed(codes)
     products = np.empty((n, len(queries)), dtype=np.float32)  # (rows x queries): each block's slice is contiguous
     rows = np.empty((n, 3), dtype=np.float32)
 
@@ -182,9 +182,13 @@ def approximate_at(snap: Snapshot, positions: np.ndarray, queries: np.ndarray) -
     codes, stats = quantize(queries)
     products = np.zeros((len(positions), len(queries)), dtype=np.float32)
     if len(positions):
-        packed = numkong.dots_pack(codes, dtype="int8") if len(codes) >= PACK_MIN_QUERIES else None
-        products[:] = _products(gathered, codes, packed)
+        products[:] = _products(gathered, codes, _packed(codes))
     return _bounded(products, rows, queries, stats)
+
+
+def _packed(codes: np.ndarray) -> numkong.PackedMatrix | None:
+    """The query codes packed for one matrix product per block, from ``PACK_MIN_QUERIES`` queries on."""
+    return numkong.dots_pack(codes, dtype="int8") if len(codes) >= PACK_MIN_QUERIES else None
 
 
 def _products(codes: np.ndarray, queries: np.ndarray, packed: numkong.PackedMatrix | None) -> np.ndarray:
