@@ -216,6 +216,59 @@ class Store:
         """Compact fragments and prune versions older than ``OLD_VERSIONS_KEPT`` (other readers survive)."""
         self._commit(lambda _: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT), self._after_rewrite)
 
+    def merge_tail(self, rows: int) -> int:
+        """Rewrite the last ``rows`` rows (the small fragments of recent commits) into one fragment, in
+        one commit; returns the rows rewritten. Content is unchanged.
+
+        Why: every fragment makes each later commit slower (at 100k rows one 13-row append took 3.5 ms
+        with 1 fragment, 14 ms with 1,000), and a full ``optimize`` rewrites the whole table (1.5 s
+        at 100k) because Lance merges the small fragments into the large one before them. Rewriting
+        only the tail, as an update of each row with its own values, takes ~80 ms for 128 of them.
+
+        Other writers (ones that ignore our lock) keep their changes: a row is rewritten only if its
+        columns still equal what was read, and the update re-checks that on a retry. Vectors are not
+        compared (that reads every row's vector: 1.5 s at 100k); when another commit landed during the
+        merge, a vector it changed is put back (``_restore_vectors``).
+        """
+
+        def change(version: int | None) -> Any:
+            before = self.version() if version is None else version
+            total = self.count()
+            tail = self.table.take_offsets(list(range(max(0, total - rows), total))).to_arrow()
+            if tail.num_rows == 0:
+                return None
+            result = self.table.merge_insert("id").when_matched_update_all(where=_unchanged(tail.schema)).execute(tail)
+            if int(result.version) != before + 1:
+                self._restore_vectors(tail, before, int(result.version))
+            return result
+
+        def tell(cache: VectorCache, result: Any, before: int) -> None:
+            if result is not None:
+                cache.apply_rewrite(before, int(result.version), one_commit=True)
+
+        result = self._commit(change, tell)
+        return 0 if result is None else int(result.num_updated_rows)
+
+    def _restore_vectors(self, tail: pa.Table, before: int, merged: int) -> None:
+        """Put back the vectors that commits between ``before`` and our merge (``merged``) gave tail rows
+        after we read them, where the merge wrote the old vector over them."""
+        ours = dict(zip(tail["id"].to_pylist(), tail["vector"].to_pylist(), strict=True))
+        theirs: dict[str, Any] = {}
+        past = lancedb.connect(str(self.db_path)).open_table(self.table.name)
+        for version in range(merged - 1, before, -1):  # newest first: the last change of a row wins
+            past.checkout(version)
+            seen = past.search().where(filters.is_in("id", list(ours))).select(["id", "vector"]).limit(None).to_arrow()
+            for memory_id, vector in zip(seen["id"].to_pylist(), seen["vector"].to_pylist(), strict=True):
+                if memory_id not in theirs and vector != ours[memory_id]:
+                    theirs[memory_id] = vector
+        if not theirs:
+            return
+        now = self.scan(filters.is_in("id", list(theirs)), ["id", "vector"])
+        for memory_id, vector in zip(now["id"].to_pylist(), now["vector"].to_pylist(), strict=True):
+            if vector == ours[memory_id]:  # still the one we wrote back (not changed again since)
+                self.table.update(where=filters.eq("id", memory_id), values={"vector": theirs[memory_id]})
+                logger.info("restored the vector another writer gave memory %s during a tail merge", memory_id)
+
     def _commit(self, change: Callable[[int | None], T], tell: Callable[[VectorCache, T, int], None]) -> T:
         """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it.
 
@@ -310,6 +363,17 @@ class Store:
             else:
                 arrays.append(pa.nulls(len(rows), type=field.type))
         return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _unchanged(schema: pa.Schema) -> str:
+    """A merge condition: the target row still equals the source row in every column (nulls equal)."""
+    parts = []
+    for field in schema:
+        if field.name in ("id", "vector"):  # comparing vectors reads every target row's: 1.5 s at 100k
+            continue
+        name = f"`{field.name}`"
+        parts.append(f"(target.{name} = source.{name} OR (target.{name} IS NULL AND source.{name} IS NULL))")
+    return " AND ".join(parts)
 
 
 def _at_least(rows: list[dict[str, Any]], min_score: float | None) -> list[dict[str, Any]]:

@@ -304,10 +304,10 @@ class VectorCache:
             logger.exception("the vector cache could not store rows on disk; searches use LanceDB until it reloads")
             self.version = None
 
-    def apply_rewrite(self, before: int, after: int) -> None:
-        """A commit that changed no content (compaction, index build)."""
+    def apply_rewrite(self, before: int, after: int, *, one_commit: bool = False) -> None:
+        """Commits that changed no content (a compaction, which may take several, or a tail merge)."""
         with self._lock:
-            self._advance(before, after, one_commit=False)
+            self._advance(before, after, one_commit=one_commit)
 
     def _maybe_compact(self) -> None:
         dead = self._n - len(self._position)

@@ -6,12 +6,19 @@ into one ``table.add`` (a 100-row batch costs about what one row costs), runs ev
 worker thread under the cross-process lock with retries, and resolves a caller's future only after
 its commit succeeded, so an acknowledged write is durable. It compacts every
 ``compact_every_commits`` commits once the rows written since the last compaction reach
-1/``COMPACT_GROWTH`` of the table, or after ``IDLE_COMPACT_S`` when there were writes.
+1/``COMPACT_GROWTH`` of the table, or after ``IDLE_COMPACT_S`` when there were writes; in between,
+every ``TAIL_MERGE_COMMITS`` commits it merges the fragments those commits left into one.
 
 Why the row share: Lance merges the small new fragments together with the (smaller than a million
 rows) fragment before them, so a compaction rewrites the whole table: 1.5 s and 400 MB of new
 files at 100k x 512 (measured). Every 64 single-row commits that capped one writer at 17 rows/s;
 tied to the table's growth, the rewrite cost per written row stays bounded at any size.
+
+Why the tail merge: until then each single-row commit leaves a fragment, and each fragment makes
+every later commit slower (~11 us each: at 100k rows a 13-row append took 3.5 ms with 1 fragment and
+14 ms with 1,000; one writer at 1 row a commit would reach 6,250 fragments before the row share
+triggers). Merging a 128-commit tail takes ~80 ms at 100k rows, so merging every 128 commits keeps
+that overhead under ~1.4 ms a commit for ~0.6 ms a commit of merging (a full compaction costs 1.5 s).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 IDLE_COMPACT_S = 120.0
 COMPACT_GROWTH = 16
+TAIL_MERGE_COMMITS = 128
 OpKind = Literal["add", "update", "delete", "stop"]
 
 
@@ -58,8 +66,11 @@ class Writer:
         self._rows_since_compact = 0
         self._table_rows: int | None = None  # counted (cheaply, metadata only) when first needed
         self._last_compact = time.monotonic()
+        self._commits_since_merge = 0
+        self._rows_since_merge = 0
         self.commits = 0
         self.compactions = 0
+        self.tail_merges = 0
 
     @property
     def alive(self) -> bool:
@@ -127,14 +138,21 @@ class Writer:
             if op.kind == "add":
                 batch, pending = self._gather_adds(op)
                 await self._commit_adds(batch)
-                self._rows_since_compact += sum(len(o.rows) for o in batch)
+                self._count_rows(sum(len(o.rows) for o in batch))
             else:
                 await self._commit_one(op)
-                self._rows_since_compact += 1
+                self._count_rows(1 if op.kind == "update" else 0)  # an update rewrites its row at the end
             self.commits += 1
             self._commits_since_compact += 1
+            self._commits_since_merge += 1
             if await self._compaction_due():
                 await self._compact()
+            elif self._commits_since_merge >= TAIL_MERGE_COMMITS:
+                await self._merge_tail()
+
+    def _count_rows(self, rows: int) -> None:
+        self._rows_since_compact += rows
+        self._rows_since_merge += rows
 
     async def _compaction_due(self) -> bool:
         if self._commits_since_compact < self.compact_every:
@@ -191,9 +209,19 @@ class Writer:
             return
         _resolve(op, result)
 
+    async def _merge_tail(self) -> None:
+        rows, self._rows_since_merge, self._commits_since_merge = self._rows_since_merge, 0, 0
+        try:
+            await asyncio.to_thread(self.store.merge_tail, rows)
+            self.tail_merges += 1
+        except Exception:  # noqa: BLE001 - housekeeping too: the next full compaction merges them anyway
+            logger.exception("merging the newest fragments failed; the next compaction merges them")
+
     async def _compact(self) -> None:
         self._commits_since_compact = 0
         self._rows_since_compact = 0
+        self._commits_since_merge = 0
+        self._rows_since_merge = 0
         self._table_rows = None
         self._last_compact = time.monotonic()
         try:
