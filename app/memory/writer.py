@@ -142,6 +142,7 @@ class Writer:
             else:
                 await self._commit_one(op)
                 self._count_rows(1 if op.kind == "update" else 0)  # an update rewrites its row at the end
+                self._rows_since_compact += op.kind == "delete"  # deleted rows are reclaimed by compacting
             self.commits += 1
             self._commits_since_compact += 1
             self._commits_since_merge += 1
