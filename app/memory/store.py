@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
+from lancedb.index import BTree
 
 from app.errors import AppError
 from app.memory import filters
@@ -79,6 +80,7 @@ class Store:
         self.row_columns = [c for c in ROW_COLUMNS if c in names]
         self.cache: VectorCache | None = None
         self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
+        self._id_index_tried = False  # once per process: a failure would fail again
         self.batcher: SearchBatcher | None = None
         self.probe = VersionProbe(db_path / f"{table.name}.lance" / "_versions", self.version)
         if dimension is not None:
@@ -223,7 +225,8 @@ class Store:
         Why: every fragment makes each later commit slower (at 100k rows one 13-row append took 3.5 ms
         with 1 fragment, 14 ms with 1,000), and a full ``optimize`` rewrites the whole table (1.5 s
         at 100k) because Lance merges the small fragments into the large one before them. Rewriting
-        only the tail, as an update of each row with its own values, takes ~80 ms for 128 of them.
+        only the tail, as an update of each row with its own values, takes ~50 ms for 128 of them
+        (joined through the id index, ``_ensure_id_index``).
 
         Other writers (ones that ignore our lock) keep their changes: a row is rewritten only if its
         columns still equal what was read, and the update re-checks that on a retry. Vectors are not
@@ -246,8 +249,42 @@ class Store:
             if result is not None:
                 cache.apply_rewrite(before, int(result.version), one_commit=True)
 
+        self._ensure_id_index()
         result = self._commit(change, tell)
         return 0 if result is None else int(result.num_updated_rows)
+
+    def _ensure_id_index(self) -> None:
+        """Give the table a BTree index on ``id`` if it has none (one commit, ~40 ms at 100k rows).
+
+        Why: a tail merge joins its rows to the table by id. Without the index Lance reads every row
+        for the join: at 100k rows a 128-row merge took 69-114 ms and raised RSS by 23-64 MB; with
+        it, only the unindexed fragments are read (44-58 ms, +4-22 MB). Each full compaction folds
+        the new fragments into the index. Built by the first merge, not on open, so that opening a
+        table (OpenClaw's, say) changes nothing. The index only speeds things up: failing to build
+        it is logged, not raised.
+        """
+        if self._id_index_tried:
+            return
+        self._id_index_tried = True
+
+        def has_index() -> bool:
+            return any(list(config.columns) == ["id"] for config in self.table.list_indices())
+
+        def build(_: int | None) -> bool:
+            if has_index():  # another process may have built it
+                return False
+            self.table.create_index("id", config=BTree(), replace=False)
+            return True
+
+        def tell(cache: VectorCache, built: bool, before: int) -> None:
+            if built:
+                cache.apply_rewrite(before, self.version(), one_commit=True)
+
+        try:
+            if not has_index():
+                self._commit(build, tell)
+        except Exception:  # noqa: BLE001 - an optimisation; merges are correct without it
+            logger.exception("could not index the id column; tail merges read the whole table")
 
     def _restore_vectors(self, tail: pa.Table, before: int, merged: int) -> None:
         """Put back the vectors that commits between ``before`` and our merge (``merged``) gave tail rows

@@ -17,8 +17,8 @@ tied to the table's growth, the rewrite cost per written row stays bounded at an
 Why the tail merge: until then each single-row commit leaves a fragment, and each fragment makes
 every later commit slower (~11 us each: at 100k rows a 13-row append took 3.5 ms with 1 fragment and
 14 ms with 1,000; one writer at 1 row a commit would reach 6,250 fragments before the row share
-triggers). Merging a 128-commit tail takes ~80 ms at 100k rows, so merging every 128 commits keeps
-that overhead under ~1.4 ms a commit for ~0.6 ms a commit of merging (a full compaction costs 1.5 s).
+triggers). Merging a 128-commit tail takes ~50 ms at 100k rows, so merging every 128 commits keeps
+that overhead under ~1.4 ms a commit for ~0.4 ms a commit of merging (a full compaction costs 1.5 s).
 """
 
 from __future__ import annotations

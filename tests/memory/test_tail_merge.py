@@ -77,3 +77,43 @@ async def test_the_writer_merges_the_tail_every_few_commits_between_compactions(
         assert _fragments(service.store) <= 4  # 10 commits: 2 merged tails + 2 new fragments
         assert service.store.count() == 10
         assert len(await service.list_memories(limit=50)) == 10
+
+
+def _id_indices(store: Store) -> list[Any]:
+    return [config for config in store.table.list_indices() if list(config.columns) == ["id"]]
+
+
+async def test_the_table_gets_one_id_index_which_compaction_keeps_covering_every_row(
+        make_settings: SettingsFactory) -> None:
+    settings = make_settings(compact_every_commits=1000)
+    async with MemoryService.open(settings) as service:
+        ids = [(await service.remember(f"indexed memory {i}")).memory_id for i in range(6)]
+        store = service.store
+        assert _id_indices(store) == []  # opening and appending add no index: the first merge does
+        await asyncio.to_thread(store.merge_tail, 6)
+        assert len(_id_indices(store)) == 1
+        await asyncio.to_thread(store.optimize)
+        stats = store.table.index_stats(_id_indices(store)[0].name)
+        assert stats is not None and (stats.num_indexed_rows, stats.num_unindexed_rows) == (6, 0)
+        assert [row["id"] for row in store.get_rows([ids[3]], ["id"])] == [ids[3]]
+        await service.forget(ids[4])
+        version = store.version()
+    async with MemoryService.open(settings) as service:  # reopening builds no second index
+        assert len(_id_indices(service.store)) == 1 and service.store.version() == version
+        assert sorted(row["id"] for row in service.store.get_rows(ids, ["id"])) == sorted(ids[:4] + ids[5:])
+
+
+async def test_a_table_without_an_id_index_still_merges_its_tail_when_building_one_fails(
+        make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(*_: Any, **__: Any) -> None:
+        raise OSError("read-only index directory")
+
+    monkeypatch.setattr(lancedb.table.LanceTable, "create_index", refuse)
+    async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
+        for i in range(5):
+            await service.remember(f"unindexed memory {i}")
+        store = service.store
+        before = _rows(store)
+        assert await asyncio.to_thread(store.merge_tail, 5) == 5
+        assert _id_indices(store) == [] and "could not index the id column" in caplog.text
+        assert _fragments(store) == 1 and _rows(store) == before
