@@ -215,10 +215,13 @@ def candidates(approx: Approximation, qi: int, mask: np.ndarray, limit: int,
     scoring below ``s_k - 2w`` (or below ``min_score - w``) has an upper bound below the floor.
     """
     scores = approx.scores[qi]
-    k = min(limit, int(mask.sum()))
+    allowed = scores[mask]
+    k = min(limit, len(allowed))
     if k <= 0:
         return np.empty(0, dtype=np.int64)
-    kth = float(np.partition(np.where(mask, scores, -np.inf), len(scores) - k)[len(scores) - k])
+    # Only the allowed scores are partitioned: padded with -inf for the rest, the many equal values
+    # made the selection 12x slower (5,000 rows, 5% allowed: 303 us instead of 26).
+    kth = float(np.partition(allowed, len(allowed) - k)[len(allowed) - k])
     widest = approx.widest_error(qi)
     reach = kth - 2 * widest
     if min_score is not None:
