@@ -23,6 +23,11 @@ def _age(directory: Path, seconds: float = 60.0) -> None:
     os.utime(directory, (stamp, stamp))
 
 
+def _freshen(directory: Path) -> None:
+    """Stamp the directory a minute ahead, so however slow the test runs it never looks quiet."""
+    _age(directory, -60.0)
+
+
 def _probe(store: Store) -> VersionProbe:
     probe = store.probe
     assert probe.versions_dir is not None and probe.versions_dir.name == "_versions"
@@ -67,6 +72,7 @@ def test_a_directory_changed_moments_ago_is_read_from_its_files_every_time(make_
     # A coarse-clock mtime can stay the same across two quick commits, so a fresh stamp is not trusted.
     store = _store(make_settings)
     probe = _probe(store)
+    _freshen(probe.versions_dir)
     reads, file_reads = probe.reads, probe.file_reads
     assert [probe.current(), probe.current()] == [store.version()] * 2
     assert probe.file_reads == file_reads + 2 and probe.reads == reads
@@ -103,14 +109,17 @@ def test_a_lagging_hint_still_gives_the_newest_manifest(make_settings: SettingsF
     store.add(_rows(1, "global", 31))
     store.add(_rows(1, "global", 32))
     probe = _probe(store)
+    _freshen(probe.versions_dir)
     _hint(probe.versions_dir, json.dumps({"version": store.version() - 2}).encode())
+    file_reads = probe.file_reads
     assert probe.current() == store.version()
-    assert probe.reads == 0
+    assert probe.file_reads == file_reads + 1 and probe.reads == 0
 
 
 def test_a_missing_or_unreadable_hint_asks_lancedb(make_settings: SettingsFactory) -> None:
     store = _store(make_settings)
     probe = _probe(store)
+    _freshen(probe.versions_dir)
     for payload in (b"", b"{", b'{"version": "7"}', b'{"version": true}', b'{"v": 3}', b"[1]", b'{"version": -1}'):
         _hint(probe.versions_dir, payload)
         before = probe.reads
@@ -150,3 +159,13 @@ def test_without_a_version_directory_every_call_asks(tmp_path: Path) -> None:
     probe = VersionProbe(tmp_path / "missing", lambda: next(versions))
     assert [probe.current(), probe.current(), probe.current()] == [1, 2, 3]
     assert probe.versions_dir is None and probe.reads == 3 and probe.file_reads == 0
+
+
+def test_a_commit_reads_the_version_it_builds_on_from_the_files(make_settings: SettingsFactory) -> None:
+    store = _store(make_settings)
+    probe = _probe(store)
+    file_reads = probe.file_reads
+    for seed in range(4):
+        store.add(_rows(2, "global", 200 + seed))
+    assert probe.file_reads >= file_reads + 4 and probe.reads == 0
+    assert store.cache is not None and store.cache.version == store.version()
