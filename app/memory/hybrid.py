@@ -46,26 +46,8 @@ def _complete(store: Store, query: str, vector: np.ndarray, where: str | None, t
     if store.size_hint() <= keyword_pool_max_rows:
         seen = {row["id"] for row in rows}
         lexical = [memory_id for memory_id, _ in keyword.rank(store, keyword_query(query), where, POOL)]
-        rows = rows + _with_cosine(store, [memory_id for memory_id in lexical if memory_id not in seen], vector)
+        rows = rows + store.rows_with_scores([memory_id for memory_id in lexical if memory_id not in seen], vector)
     candidates = [Candidate(str(row["id"]), row.get("text") or "", float(row["score"])) for row in rows]
     ranked = rerank(query, candidates, RankingOptions(lexical_weight=weight))
     by_id = {row["id"]: row for row in rows}
     return [by_id[candidate.id] for candidate, _ in ranked[:top_k]]
-
-
-def _with_cosine(store: Store, ids: list[str], vector: np.ndarray) -> list[dict[str, Any]]:
-    """The rows of ``ids`` (one query, keyword order) with ``score`` = cosine from their stored vectors."""
-    if not ids:
-        return []
-    found = {row["id"]: row for row in store.get_rows(ids, [*store.row_columns, "vector"])}
-    query = vector.astype(np.float64) / max(float(np.linalg.norm(vector)), 1e-12)
-    scored = []
-    for memory_id in ids:
-        row = found.get(memory_id)
-        if row is None or row.get("vector") is None:  # deleted meanwhile, or a foreign row without a vector
-            continue
-        stored = np.asarray(row.pop("vector"), dtype=np.float64)
-        norm = float(np.linalg.norm(stored))
-        if norm > 0:
-            scored.append({**row, "score": float(stored @ query) / norm})
-    return scored

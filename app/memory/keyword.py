@@ -4,9 +4,9 @@ Why not LanceDB's full-text index: the default tokenizer keeps a CJK run as one 
 runs over 40 bytes), so ``毫秒`` is never found inside ``必須用毫秒``; an n-gram index would work
 but must be rebuilt after every write by *every* writer (OpenClaw does not maintain ours), and it
 ranks ``TASK-00012`` by shared trigrams rather than exact match. One scan of the scope's id, text and
-timestamp columns (scope pre-filtered inside LanceDB), lower-cased and matched with Python's substring
-search, finds any substring exactly, needs no index to keep in sync, and costs one columnar scan
-(see the README/bench for numbers).
+timestamp columns (from the vector cache's in-memory copy when it is current, else LanceDB's scan with
+the scope pre-filtered), lower-cased and matched with Python's substring search, finds any substring
+exactly, needs no index to keep in sync, and costs one columnar scan (see the README/bench for numbers).
 
 Ranking: rows containing every query term come first (score 1.0, newest first); when there are
 fewer than ``limit`` of those, rows containing some terms follow, scored by the share of the query's
@@ -66,7 +66,7 @@ def rank(store: Store, query: str, scope_filter: str | None, limit: int) -> list
     if not terms:
         return []
     columns = [c for c in ("id", "text", "timestamp") if c in store.row_columns]
-    table = store.scan(scope_filter, columns)
+    table = store.scan_columns(scope_filter, columns)
     if table.num_rows == 0:
         return []
     texts = pc.utf8_lower(pc.fill_null(table.column("text"), "")).to_pylist()

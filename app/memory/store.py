@@ -129,6 +129,37 @@ class Store:
         # limit(None) lifts LanceDB's default limit of 10, which would truncate a scan silently.
         return query.select(list(columns)).limit(limit).to_arrow()
 
+    def scan_columns(self, where: str | None, columns: Sequence[str]) -> pa.Table:
+        """``scan(where, columns)`` of every matching row, from the cache when it can answer ``where``
+        at the table's current version (row order may differ from LanceDB's)."""
+        cacheable, scope = _cache_scope(where)
+        if self.cache is not None and cacheable:
+            table = self.cache.scope_columns(scope, columns, self.probe.current())
+            if table is not None:
+                return table
+        return self.scan(where, columns)
+
+    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that exist (in ``ids`` order) with ``score`` = cosine to ``vector``:
+        from the cache when current, else read back with their vectors (an IN-list scan: 7 ms at 10k)."""
+        if self.cache is not None:
+            rows = self.cache.rows_with_scores(ids, vector, self.probe.current())
+            if rows is not None:
+                return rows
+        found = {row["id"]: row for row in self.get_rows(ids, [*self.row_columns, "vector"])}
+        query = np.asarray(vector, dtype=np.float64).reshape(-1)
+        query = query / max(float(np.linalg.norm(query)), 1e-12)
+        scored = []
+        for memory_id in ids:
+            row = found.get(memory_id)
+            if row is None or row.get("vector") is None:  # deleted meanwhile, or a foreign row without a vector
+                continue
+            stored = np.asarray(row.pop("vector"), dtype=np.float64)
+            norm = float(np.linalg.norm(stored))
+            if norm > 0:
+                scored.append({**row, "score": float(stored @ query) / norm})
+        return scored
+
     def vector_search(self, vector: np.ndarray, where: str | None, limit: int,
                       min_score: float | None = None) -> list[dict[str, Any]]:
         """Top ``limit`` rows with ``score`` (at least ``min_score`` if given), from the cache when it

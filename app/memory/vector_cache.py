@@ -389,6 +389,51 @@ class VectorCache:
             answers.append([{**row, "score": float(score)} for row, score in zip(rows, top_scores, strict=True)])
         return answers
 
+    # --- rows for keyword search ------------------------------------------------------------------
+
+    def scope_columns(self, scope: str | None, columns: Sequence[str], version: int) -> pa.Table | None:
+        """``columns`` of the live rows in ``scope`` (None: every scope), in cache order, as the table
+        holds them at ``version``; None when the cache cannot answer at ``version``.
+
+        Why: keyword search decodes the text of a whole scope; from LanceDB that scan was half of its
+        time (10k rows: 7 of 13 ms; 100k: 41 of 112), here the columns are already in memory.
+        """
+        with self._lock:
+            if not self._answers_at(version) or any(c not in self.row_columns for c in columns):
+                return None
+            n, batches, schema = self._n, list(self._rows.batches), self._rows.schema
+            mask = self._mask(self._alive[:n], scope, n)
+            mask = None if mask is None else mask.copy()  # the unscoped mask is the live array itself
+        if schema is None or mask is None or not mask.any():
+            return pa.table({c: pa.array([], type=schema.field(c).type if schema else pa.null()) for c in columns})
+        table = pa.Table.from_batches(batches, schema=schema).select(list(columns))
+        return table.filter(pa.array(mask))
+
+    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray, version: int) -> list[dict[str, Any]] | None:
+        """The live rows of ``ids`` (in ``ids`` order, missing ones left out) with ``score`` = their exact
+        cosine to ``vector``; None when the cache cannot answer at ``version``."""
+        with self._lock:
+            if not self._answers_at(version):
+                return None
+            found = [(memory_id, self._position[memory_id]) for memory_id in ids if memory_id in self._position]
+            positions = np.array([p for _, p in found], dtype=np.int64)
+            snap, generation = self._matrix.snapshot(), self._generation
+            rows = self._rows.take(positions) if len(positions) else []
+        if not found:
+            return []
+        order = np.argsort(positions, kind="stable")  # the row file reads ascending positions
+        stored = np.empty((len(positions), self.dimension), dtype=np.float32)
+        stored[order] = snap.rows_at(positions[order])
+        with self._lock:
+            if generation != self._generation:  # compacted or reloaded meanwhile: positions are void
+                return None
+        query = np.asarray(vector, dtype=np.float64).reshape(-1)
+        query = query / max(float(np.linalg.norm(query)), 1e-12)
+        norms = np.linalg.norm(stored.astype(np.float64), axis=1)
+        scores = (stored.astype(np.float64) @ query) / np.maximum(norms, 1e-12)
+        scored = zip(rows, scores, norms, strict=True)
+        return [{**row, "score": float(score)} for row, score, norm in scored if norm > 0]
+
     def _mask(self, alive: np.ndarray, scope: str | None, n: int) -> np.ndarray | None:
         """Rows a search may return (None: the scope has no row at all). Caller holds the lock."""
         if scope is None:
