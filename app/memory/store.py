@@ -207,9 +207,19 @@ class Store:
         return rows
 
     def get_rows(self, ids: Sequence[str], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that exist, in no set order: from the cache when it is current and holds
+        ``columns`` (it holds every row column, not the vector), else an IN-list scan (6-16 ms)."""
         if not ids:
             return []
-        table = self.scan(filters.is_in("id", ids), columns or self.row_columns, limit=len(ids) * 2 + 1)
+        wanted = list(columns or self.row_columns)
+        if self.cache is not None and all(c in self.cache.row_columns for c in wanted):
+            rows = self.cache.rows(ids, self.probe.current())
+            if rows is not None:
+                return rows if columns is None else [{c: row.get(c) for c in wanted} for row in rows]
+        return self._scan_rows(ids, wanted)
+
+    def _scan_rows(self, ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+        table = self.scan(filters.is_in("id", ids), columns, limit=len(ids) * 2 + 1)
         rows: list[dict[str, Any]] = table.to_pylist()
         return rows
 
@@ -401,7 +411,7 @@ class Store:
             taken = self.cache.known_ids(ids)
             if taken is not None:
                 return taken
-        return {r["id"] for r in self.get_rows(ids, ["id"])}
+        return {r["id"] for r in self._scan_rows(ids, ["id"])}  # not the cache: it may be behind
 
     def _schema_at(self, version: int | None) -> pa.Schema:
         """The table's schema at ``version`` (read under the write lock; None: unknown).

@@ -409,17 +409,25 @@ class VectorCache:
         table = pa.Table.from_batches(batches, schema=schema).select(list(columns))
         return table.filter(pa.array(mask))
 
-    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray, version: int) -> list[dict[str, Any]] | None:
-        """The live rows of ``ids`` (in ``ids`` order, missing ones left out) with ``score`` = their exact
-        cosine to ``vector``; None when the cache cannot answer at ``version``."""
+    def rows(self, ids: Sequence[str], version: int) -> list[dict[str, Any]] | None:
+        """The live rows of ``ids`` (in ``ids`` order, missing ones left out); None when the cache
+        cannot answer at ``version``."""
         with self._lock:
             if not self._answers_at(version):
                 return None
-            found = [(memory_id, self._position[memory_id]) for memory_id in ids if memory_id in self._position]
-            positions = np.array([p for _, p in found], dtype=np.int64)
+            positions = [self._position[memory_id] for memory_id in ids if memory_id in self._position]
+            return self._rows.take(positions) if positions else []
+
+    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray, version: int) -> list[dict[str, Any]] | None:
+        """``rows(ids)`` with ``score`` = their exact cosine to ``vector``; None when the cache cannot
+        answer at ``version``."""
+        with self._lock:
+            if not self._answers_at(version):
+                return None
+            positions = np.array([self._position[i] for i in ids if i in self._position], dtype=np.int64)
             snap, generation = self._matrix.snapshot(), self._generation
             rows = self._rows.take(positions) if len(positions) else []
-        if not found:
+        if not len(positions):
             return []
         order = np.argsort(positions, kind="stable")  # the row file reads ascending positions
         stored = np.empty((len(positions), self.dimension), dtype=np.float32)

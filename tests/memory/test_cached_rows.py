@@ -1,4 +1,4 @@
-"""Keyword search and the hybrid's keyword-only candidates read the vector cache's rows, never stale."""
+"""Rows by id, keyword search and the hybrid's keyword-only candidates come from the vector cache, never stale."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _no_lancedb_scan(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("read from LanceDB although the cache was current")
 
     monkeypatch.setattr(store, "scan", refuse)
-    monkeypatch.setattr(store, "get_rows", refuse)
+    monkeypatch.setattr(store, "_scan_rows", refuse)
 
 
 @pytest.mark.parametrize("query", ["deploy", "release deploy", "TASK-00042", "毫秒", "毫秒延迟", "nothing-like-it"])
@@ -98,3 +98,26 @@ def test_a_deleted_row_has_no_score(make_settings: SettingsFactory) -> None:
     [first, second] = [memory_id for memory_id, _ in keyword.rank(cached, "release", filters.eq("scope", "global"), 10)]
     cached.delete(first)
     assert [r["id"] for r in cached.rows_with_scores([first, second], _vector(1))] == [second]
+
+
+def test_rows_by_id_come_from_the_cache_as_from_lancedb(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cached, plain = _stores(make_settings)
+    ids = [memory_id for memory_id, _ in keyword.rank(plain, "the", None, 50)][:5] + ["missing1"]
+    expected = {row["id"]: row for row in plain.get_rows(ids)}
+    only_ids = sorted(row["id"] for row in plain.get_rows(ids, ["id", "scope"]))
+    _no_lancedb_scan(cached, monkeypatch)
+    assert {row["id"]: row for row in cached.get_rows(ids)} == expected and len(expected) == 5
+    assert sorted(row["id"] for row in cached.get_rows(ids, ["id", "scope"])) == only_ids
+    assert all(set(row) == {"id", "scope"} for row in cached.get_rows(ids, ["id", "scope"]))
+
+
+def test_a_row_another_process_updates_is_read_fresh_by_id(make_settings: SettingsFactory) -> None:
+    cached, _ = _stores(make_settings)
+    [memory_id] = [m for m, _ in keyword.rank(cached, "coffee", filters.eq("scope", "global"), 10)]
+    assert cached.get_rows([memory_id])[0]["text"] == TEXTS[4]
+    _external(cached.db_path, {"kind": "update", "id": memory_id, "values": {"text": "tea machine"}})
+    assert cached.get_rows([memory_id])[0]["text"] == "tea machine"
+    _external(cached.db_path, {"kind": "delete", "id": memory_id})
+    assert cached.get_rows([memory_id]) == []
