@@ -36,7 +36,7 @@ from app.memory.embeddings.base import Embedder
 from app.memory.locks import WriteLock
 from app.memory.schema import ROW_COLUMNS, build_schema, check_compatible
 from app.memory.search_batch import SearchBatcher
-from app.memory.vector_cache import VectorCache
+from app.memory.vector_cache import VectorCache, with_cosines
 from app.memory.version_probe import VersionProbe
 from app.settings import Settings
 
@@ -147,18 +147,12 @@ class Store:
             if rows is not None:
                 return rows
         found = {row["id"]: row for row in self.get_rows(ids, [*self.row_columns, "vector"])}
-        query = np.asarray(vector, dtype=np.float64).reshape(-1)
-        query = query / max(float(np.linalg.norm(query)), 1e-12)
-        scored = []
-        for memory_id in ids:
-            row = found.get(memory_id)
-            if row is None or row.get("vector") is None:  # deleted meanwhile, or a foreign row without a vector
-                continue
-            stored = np.asarray(row.pop("vector"), dtype=np.float64)
-            norm = float(np.linalg.norm(stored))
-            if norm > 0:
-                scored.append({**row, "score": float(stored @ query) / norm})
-        return scored
+        # Deleted meanwhile, or a foreign row without a vector: left out.
+        kept = [found[i] for i in dict.fromkeys(ids) if i in found and found[i].get("vector") is not None]
+        if not kept:
+            return []
+        stored = np.array([row.pop("vector") for row in kept], dtype=np.float64)
+        return with_cosines(kept, stored, vector)
 
     def vector_search(self, vector: np.ndarray, where: str | None, limit: int,
                       min_score: float | None = None) -> list[dict[str, Any]]:

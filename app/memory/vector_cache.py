@@ -435,12 +435,7 @@ class VectorCache:
         with self._lock:
             if generation != self._generation:  # compacted or reloaded meanwhile: positions are void
                 return None
-        query = np.asarray(vector, dtype=np.float64).reshape(-1)
-        query = query / max(float(np.linalg.norm(query)), 1e-12)
-        norms = np.linalg.norm(stored.astype(np.float64), axis=1)
-        scores = (stored.astype(np.float64) @ query) / np.maximum(norms, 1e-12)
-        scored = zip(rows, scores, norms, strict=True)
-        return [{**row, "score": float(score)} for row, score, norm in scored if norm > 0]
+        return with_cosines(rows, stored, vector)
 
     def _mask(self, alive: np.ndarray, scope: str | None, n: int) -> np.ndarray | None:
         """Rows a search may return (None: the scope has no row at all). Caller holds the lock."""
@@ -449,6 +444,17 @@ class VectorCache:
         code = self._scopes.get(scope)
         return None if code is None else alive & (self._scope_codes[:n] == code)
 
+
+
+def with_cosines(rows: Sequence[dict[str, Any]], stored: np.ndarray, vector: np.ndarray) -> list[dict[str, Any]]:
+    """Each row with ``score`` = the cosine of its vector (``stored``, one per row) with ``vector``;
+    rows whose vector has no direction are left out."""
+    query = np.asarray(vector, dtype=np.float64).reshape(-1)
+    query = query / max(float(np.linalg.norm(query)), 1e-12)
+    matrix = np.asarray(stored, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    scores = (matrix @ query) / np.maximum(norms, 1e-12)
+    return [{**row, "score": float(score)} for row, score, norm in zip(rows, scores, norms, strict=True) if norm > 0]
 
 
 Top = tuple[np.ndarray, np.ndarray]  # (row positions, their scores), best first
