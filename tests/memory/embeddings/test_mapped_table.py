@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -91,3 +92,12 @@ def test_an_empty_table_is_left_as_it_is(tmp_path: Path) -> None:
     empty = np.empty((0, 512), dtype=np.uint8)
     assert mapped_table.map_table(empty, tmp_path, "t") is empty
     assert list(tmp_path.iterdir()) == []
+
+
+def test_loaders_racing_on_a_fresh_directory_all_map_the_same_right_bytes(tmp_path: Path) -> None:
+    table = _table()
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda _: mapped_table.map_table(table, tmp_path, "t"), range(6)))
+    assert all(np.array_equal(result, table) for result in results)
+    assert all(isinstance(_mapping_of(result), mmap.mmap) for result in results)
+    assert [p.name for p in tmp_path.iterdir()] == [mapped_table.file_name("t", table)]  # temporaries gone
