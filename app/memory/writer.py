@@ -6,8 +6,9 @@ into one ``table.add`` (a 100-row batch costs about what one row costs), runs ev
 worker thread under the cross-process lock with retries, and resolves a caller's future only after
 its commit succeeded, so an acknowledged write is durable. It compacts every
 ``compact_every_commits`` commits once the rows written since the last compaction reach
-1/``COMPACT_GROWTH`` of the table, or after ``IDLE_COMPACT_S`` when there were writes; in between,
-every ``TAIL_MERGE_COMMITS`` commits it merges the fragments those commits left into one.
+1/``COMPACT_GROWTH`` of the table; in between, every ``TAIL_MERGE_COMMITS`` commits, and when no
+write has come for ``IDLE_MERGE_S``, it merges the fragments the commits since the last merge left
+into one.
 
 Why the row share: Lance merges the small new fragments together with the (smaller than a million
 rows) fragment before them, so a compaction rewrites the whole table: 1.5 s and 400 MB of new
@@ -19,13 +20,18 @@ every later commit slower (~11 us each: at 100k rows a 13-row append took 3.5 ms
 14 ms with 1,000; one writer at 1 row a commit would reach 6,250 fragments before the row share
 triggers). Merging a 128-commit tail takes ~50 ms at 100k rows, so merging every 128 commits keeps
 that overhead under ~1.4 ms a commit for ~0.4 ms a commit of merging (a full compaction costs 1.5 s).
+
+Why idle time merges rather than compacts: a compaction on a timer (it was: 2 minutes after the last
+compaction, whenever there had been writes) broke the row share for a store written a memory every few
+minutes, the way agents write: the first write after each quiet spell rewrote the whole table (400 MB
+at 100k rows) for one row, and pruned the versions the quiet spell had left, including the one that
+was the newest a moment before, which another process might still be reading.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,7 +43,7 @@ from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-IDLE_COMPACT_S = 120.0
+IDLE_MERGE_S = 120.0
 COMPACT_GROWTH = 16
 TAIL_MERGE_COMMITS = 128
 OpKind = Literal["add", "update", "delete", "stop"]
@@ -65,7 +71,6 @@ class Writer:
         self._commits_since_compact = 0
         self._rows_since_compact = 0
         self._table_rows: int | None = None  # counted (cheaply, metadata only) when first needed
-        self._last_compact = time.monotonic()
         self._commits_since_merge = 0
         self._rows_since_merge = 0
         self.commits = 0
@@ -131,7 +136,7 @@ class Writer:
             op = pending or await self._next()
             pending = None
             if op is None:
-                await self._compact()
+                await self._merge_tail()
                 continue
             if op.kind == "stop":
                 break
@@ -167,12 +172,11 @@ class Writer:
         return self._rows_since_compact * COMPACT_GROWTH >= self._table_rows
 
     async def _next(self) -> _Op | None:
-        """The next op, or None when an idle compaction is due."""
-        if self._commits_since_compact == 0:
+        """The next op, or None when the writer has been idle for ``IDLE_MERGE_S`` with a tail to merge."""
+        if self._commits_since_merge < 2:  # one fragment (or none) since the last merge: nothing to merge
             return await self._queue.get()
-        remaining = self._last_compact + IDLE_COMPACT_S - time.monotonic()
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout=max(0.0, remaining))
+            return await asyncio.wait_for(self._queue.get(), timeout=IDLE_MERGE_S)
         except TimeoutError:
             return None
 
@@ -225,7 +229,6 @@ class Writer:
         self._commits_since_merge = 0
         self._rows_since_merge = 0
         self._table_rows = None
-        self._last_compact = time.monotonic()
         try:
             await asyncio.to_thread(self.store.optimize)
             self.compactions += 1

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import anyio
 import lancedb
 import numpy as np
 import pytest
@@ -77,6 +78,38 @@ async def test_the_writer_merges_the_tail_every_few_commits_between_compactions(
         assert _fragments(service.store) <= 4  # 10 commits: 2 merged tails + 2 new fragments
         assert service.store.count() == 10
         assert len(await service.list_memories(limit=50)) == 10
+
+
+async def test_quiet_spells_merge_the_tail_instead_of_rewriting_the_table(
+        make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents write a few memories, then nothing for minutes: each quiet spell must cost a tail merge,
+    not a compaction (a rewrite of every row), and must not prune the versions readers may hold."""
+    monkeypatch.setattr(writer_module, "IDLE_MERGE_S", 0.05)
+    async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
+        writer = service.writer
+        merged = asyncio.Event()
+        merge = writer._merge_tail
+
+        async def merge_then_tell() -> None:
+            await merge()
+            merged.set()
+
+        monkeypatch.setattr(writer, "_merge_tail", merge_then_tell)
+        versions_before_spells = []
+        for spell in range(3):
+            versions_before_spells.append(service.store.version())
+            for i in range(3):
+                await service.remember(f"spell {spell}, memory {i}")
+            with anyio.fail_after(30):
+                await merged.wait()  # the writer went quiet and merged the spell's three fragments
+            merged.clear()
+        assert (writer.tail_merges, writer.compactions) == (3, 0)
+        assert _fragments(service.store) == 3
+        assert service.store.count() == 9
+        reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
+        for spell, version in enumerate(versions_before_spells):
+            reader.checkout(version)  # every version a reader could have been on is still whole
+            assert reader.count_rows() == 3 * spell and len(reader.to_arrow()) == 3 * spell
 
 
 def _id_indices(store: Store) -> list[Any]:
