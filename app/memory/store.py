@@ -31,7 +31,7 @@ import pyarrow as pa
 from lancedb.index import BTree
 
 from app.errors import AppError
-from app.memory import filters
+from app.memory import filters, retention
 from app.memory.embeddings.base import Embedder
 from app.memory.locks import WriteLock
 from app.memory.schema import ROW_COLUMNS, build_schema, check_compatible
@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SHORT_ID_CHARS = 8
-# Old versions stay this long for readers still on them (another process's scan, an export). Not
+# Old versions stay this long after they stopped being the newest (``retention``), for readers still on
+# them (another process's scan, an export). Not
 # longer: each version kept makes every commit ~1.9 us slower, the time going to directory listings
 # (10k rows: 4.1 / 7.9 / 13.8 ms a commit with 1k / 3k / 6k versions). At 36 commits/s, ten minutes
 # are 21,600 versions: ~40 ms more per commit, more than a whole commit costs on a fresh table.
@@ -82,7 +83,8 @@ class Store:
         self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
         self._id_index_tried = False  # once per process: a failure would fail again
         self.batcher: SearchBatcher | None = None
-        self.probe = VersionProbe(db_path / f"{table.name}.lance" / "_versions", self.version)
+        self.versions_dir = db_path / f"{table.name}.lance" / "_versions"
+        self.probe = VersionProbe(self.versions_dir, self.version)
         if dimension is not None:
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=db_path)
             self.cache.reload(table)
@@ -250,8 +252,13 @@ class Store:
         return int(result.num_deleted_rows)
 
     def optimize(self) -> None:
-        """Compact fragments and prune versions older than ``OLD_VERSIONS_KEPT`` (other readers survive)."""
-        self._commit(lambda _: self.table.optimize(cleanup_older_than=OLD_VERSIONS_KEPT), self._after_rewrite)
+        """Compact fragments and prune the versions superseded more than ``OLD_VERSIONS_KEPT`` ago
+        (``retention``: a reader still on a version that was the newest since then survives)."""
+
+        def change(_: int | None) -> Any:
+            return self.table.optimize(cleanup_older_than=retention.prune_age(self.versions_dir, OLD_VERSIONS_KEPT))
+
+        self._commit(change, self._after_rewrite)
 
     def merge_tail(self, rows: int) -> int:
         """Rewrite the last ``rows`` rows (the small fragments of recent commits) into one fragment, in

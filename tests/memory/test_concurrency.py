@@ -17,7 +17,7 @@ import lancedb
 import pytest
 
 from app.errors import Unavailable
-from app.memory import locks
+from app.memory import locks, retention
 from app.memory import store as store_module
 from app.memory.errors import StoreBusy
 from app.memory.locks import WriteLock
@@ -225,7 +225,26 @@ async def test_a_compaction_keeps_recent_versions_for_their_readers_and_prunes_o
         await asyncio.to_thread(store.optimize)
         assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3  # its files are still there
         monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))
+        monkeypatch.setattr(retention, "MARGIN", timedelta(0))
         await service.remember("after the window")
         await asyncio.to_thread(store.optimize)
         kept = [v["version"] for v in store.table.list_versions()]
     assert seen not in kept and max(kept) == store.version()
+
+
+async def test_a_compaction_keeps_the_version_that_was_the_newest_a_moment_ago_however_old(
+        make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet spell, then one write and a compaction: the version before the write is old by its
+    creation, but a reader may still be on it; its files must outlive the compaction."""
+    monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))  # "long ago"
+    async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
+        for i in range(3):
+            await service.remember(f"before the quiet spell {i}")
+        store = service.store
+        seen = store.version()
+        reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
+        reader.checkout(seen)
+        await service.remember("the first write after it")
+        await asyncio.to_thread(store.optimize)  # rewrites every row: the old files are now unused
+        assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3
+        assert seen in [v["version"] for v in store.table.list_versions()]
