@@ -209,6 +209,33 @@ def test_another_process_update_and_delete_are_reflected(make_settings: Settings
     assert found == _exact_ids(store, query, None, 5)
 
 
+def test_appends_land_on_top_of_every_other_commit_without_a_conflict(make_settings: SettingsFactory) -> None:
+    """Our appends go through a handle without read consistency; whatever committed since (another
+    process, or our own update/delete/merge through the main handle) must be under them, not lost."""
+    settings = make_settings(embedding_dimensions=64)
+    store = _store(make_settings)
+    [theirs] = _rows(1, "agent:x", 21)
+    _external(settings.db_path, {"kind": "add", "row": {**theirs, "vector": np.asarray(theirs["vector"]).tolist()}})
+    after_theirs = store.version()
+    mine = _rows(2, "global", 22)
+    store.add(mine[:1])
+    assert store.version() == after_theirs + 1  # appended on top: no conflict, no retry
+    store.update(str(mine[0]["id"]), {"text": "edited through the main handle"})
+    store.delete(str(theirs["id"]))
+    store.merge_tail(2)
+    store.add(mine[1:])
+    ids = set(store.table.to_arrow()["id"].to_pylist())
+    assert str(mine[0]["id"]) in ids and str(mine[1]["id"]) in ids and str(theirs["id"]) not in ids
+    assert len(ids) == 102 and store.count() == 102
+    [edited] = store.get_rows([str(mine[0]["id"])])
+    assert edited["text"] == "edited through the main handle"
+    for row in mine:
+        [hit] = store.vector_search(row["vector"], None, 1)
+        assert hit["id"] == row["id"] and hit["score"] > 0.999
+    assert [r["id"] for r in store.vector_search(mine[1]["vector"], None, 5)] == _exact_ids(
+        store, np.asarray(mine[1]["vector"]), None, 5)
+
+
 def test_our_own_writes_keep_the_cache_current_without_reloading(make_settings: SettingsFactory) -> None:
     store = _store(make_settings)
     assert store.cache is not None
