@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, Route, expect
 
 from tests.conftest import SettingsFactory
 from tests.support.server import run_server
@@ -149,6 +149,35 @@ def test_sidebar_groups_scopes_with_counts_and_filters_newest_first_in_local_tim
         listed = httpx.get(f"{server.url}/api/lancedb/memories", params={"scope": "agent:claude-code"}).json()
         local = datetime.fromtimestamp(listed[0]["timestamp"] / 1000, ZoneInfo(TIMEZONE))
         expect(page.locator("#memory-list .memory time").first).to_contain_text(local.strftime("%H:%M"))
+    assert browser_page.problems.messages == []
+
+
+def test_a_slow_answer_for_all_scopes_never_overwrites_the_scope_clicked_meanwhile(
+    make_settings: SettingsFactory, browser_page: BrowserPage
+) -> None:
+    page = browser_page.page
+    with run_server(make_settings()) as server:
+        for text, scope in [("global one", "global"), ("claude only", "agent:claude-code")]:
+            assert httpx.post(f"{server.url}/api/lancedb/memories", json={"text": text, "scope": scope}).is_success
+        held: list[Route] = []
+
+        def hold_the_unscoped_list(route: Route) -> None:
+            if "scope=" in route.request.url:
+                route.continue_()
+            else:
+                held.append(route)  # the first page's list: answered only after the click below
+
+        page.route("**/api/lancedb/memories?*", hold_the_unscoped_list)
+        page.goto(f"{server.url}/")
+        page.locator(".scope[data-scope='agent:claude-code']").click()
+        expect(page.locator("#memory-list .memory-text")).to_have_text(["claude only"])
+        assert len(held) == 1
+        with page.expect_response(lambda response: response.request.url == held[0].request.url) as stale:
+            held[0].continue_()
+        stale.value.finished()  # its whole body is in the page...
+        page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # ...and the page has run on it
+        expect(page.locator("#memory-list .memory-text")).to_have_text(["claude only"])
+        expect(page.locator("#list-title")).to_have_text("agent:claude-code")
     assert browser_page.problems.messages == []
 
 

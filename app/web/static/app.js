@@ -257,9 +257,15 @@ function renderMemories(items, append) {
   $("#memory-empty").hidden = list.children.length > 0;
 }
 
+// Answers to list requests can arrive out of order (a slow first page, then a click on a scope):
+// only the newest request may render, or a stale answer would overwrite the one the user asked for.
+let newestListRequest = 0;
+
 async function loadMemories(append = false) {
+  const mine = ++newestListRequest;
   const params = query({ scope: state.scope, limit: PAGE_SIZE, offset: state.offset });
   const items = asList(await api("GET", `/api/lancedb/memories?${params}`), "memories");
+  if (mine !== newestListRequest) return;
   items.sort((a, b) => (toDate(b.timestamp)?.getTime() ?? 0) - (toDate(a.timestamp)?.getTime() ?? 0));
   renderMemories(items, append);
   $("#load-more").hidden = items.length < PAGE_SIZE;
@@ -270,8 +276,10 @@ async function loadMemories(append = false) {
 async function runSearch(mode, q) {
   const semantic = mode === "semantic";
   const path = semantic ? "/api/lancedb/vector-search" : "/api/lancedb/search";
+  const mine = ++newestListRequest;
   const params = query({ q, scope: state.scope, limit: semantic ? 20 : undefined });
   const { data, headers } = await api("GET", `${path}?${params}`, undefined, { withHeaders: true });
+  if (mine !== newestListRequest) return;
   const items = asList(data, "hits", "memories");
   renderMemories(items, false);
   $("#load-more").hidden = true;
