@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
 from app.memory.locks import WriteLock
-from app.memory.retention import prune_age
+from app.memory.retention import prune_age, versions_dir
 from app.memory.store import OLD_VERSIONS_KEPT
 from app.memory.transfer import (
     DEFAULT_BATCH,
@@ -75,5 +75,5 @@ def compact_table(settings: Settings) -> None:
     table = open_snapshot(settings.db_path, settings.table)
     table.checkout_latest()
     with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
-        versions_dir = settings.db_path / f"{settings.table}.lance" / "_versions"
-        with_retry(lambda: table.optimize(cleanup_older_than=prune_age(versions_dir, OLD_VERSIONS_KEPT)))
+        manifests = versions_dir(settings.db_path, settings.table)
+        with_retry(lambda: table.optimize(cleanup_older_than=prune_age(manifests, OLD_VERSIONS_KEPT)))

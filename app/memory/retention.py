@@ -28,6 +28,11 @@ _U64_MAX = 2**64 - 1
 _V2_FLOOR = 2**63  # V2 names count down from 2**64 - 1; V1 names are the version itself
 
 
+def versions_dir(db_path: Path, table: str) -> Path:
+    """Where a local table keeps its manifests."""
+    return db_path / f"{table}.lance" / "_versions"
+
+
 def manifest_times(versions_dir: Path | None) -> dict[int, float]:
     """Version -> its manifest's mtime (seconds since the epoch) for every manifest in the directory."""
     if versions_dir is None:

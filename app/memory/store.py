@@ -87,7 +87,7 @@ class Store:
         self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
         self._id_index_tried = False  # once per process: a failure would fail again
         self.batcher: SearchBatcher | None = None
-        self.versions_dir = db_path / f"{table.name}.lance" / "_versions"
+        self.versions_dir = retention.versions_dir(db_path, table.name)
         self.probe = VersionProbe(self.versions_dir, self.version)
         if dimension is not None:
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=db_path)

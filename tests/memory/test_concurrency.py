@@ -10,6 +10,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -212,15 +213,21 @@ def test_one_refresher_serves_every_hold_and_never_touches_a_lock_it_released(tm
     assert path.stat().st_mtime == pytest.approx(old)
 
 
+async def _reader_on_three_memories(service: MemoryService, tmp_path: Path) -> tuple[int, Any]:
+    """Three memories, then another process's handle checked out on that version (still reading it)."""
+    for i in range(3):
+        await service.remember(f"before the reader {i}")
+    seen = service.store.version()
+    reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
+    reader.checkout(seen)
+    return seen, reader
+
+
 async def test_a_compaction_keeps_recent_versions_for_their_readers_and_prunes_older_ones(
         make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
-        for i in range(3):
-            await service.remember(f"before the reader {i}")
         store = service.store
-        seen = store.version()
-        reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
-        reader.checkout(seen)  # another process still reading this version
+        seen, reader = await _reader_on_three_memories(service, tmp_path)
         await service.remember("after the reader")
         await asyncio.to_thread(store.optimize)
         assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3  # its files are still there
@@ -238,12 +245,8 @@ async def test_a_compaction_keeps_the_version_that_was_the_newest_a_moment_ago_h
     creation, but a reader may still be on it; its files must outlive the compaction."""
     monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))  # "long ago"
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
-        for i in range(3):
-            await service.remember(f"before the quiet spell {i}")
         store = service.store
-        seen = store.version()
-        reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
-        reader.checkout(seen)
+        seen, reader = await _reader_on_three_memories(service, tmp_path)
         await service.remember("the first write after it")
         await asyncio.to_thread(store.optimize)  # rewrites every row: the old files are now unused
         assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3
