@@ -23,9 +23,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from app.memory.version_probe import manifest_version
+
 MARGIN = timedelta(seconds=10)
-_U64_MAX = 2**64 - 1
-_V2_FLOOR = 2**63  # V2 names count down from 2**64 - 1; V1 names are the version itself
 
 
 def versions_dir(db_path: Path, table: str) -> Path:
@@ -41,11 +41,9 @@ def manifest_times(versions_dir: Path | None) -> dict[int, float]:
     try:
         with os.scandir(versions_dir) as entries:
             for entry in entries:
-                stem, dot, suffix = entry.name.partition(".")
-                if suffix != "manifest" or not dot or not stem.isdigit():
+                version = manifest_version(entry.name)
+                if version is None:
                     continue
-                number = int(stem)
-                version = _U64_MAX - number if number >= _V2_FLOOR else number
                 try:
                     times[version] = entry.stat().st_mtime
                 except FileNotFoundError:  # pruned while we listed

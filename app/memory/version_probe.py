@@ -33,12 +33,23 @@ from pathlib import Path
 QUIET_NS = 50_000_000  # far above any coarse-clock tick (1-10 ms)
 HINT_FILE = "latest_version_hint.json"
 _U64_MAX = 2**64 - 1
+_V2_FLOOR = 2**63  # V2 names count down from 2**64 - 1; V1 names are the version itself
 _MAX_STEPS = 10_000  # a hint this far behind is not worth stepping through; LanceDB lists instead
 
 
 def manifest_name(version: int) -> str:
     """The file Lance's V2 naming gives ``version``: names sort newest first."""
     return f"{_U64_MAX - version}.manifest"
+
+
+def manifest_version(name: str) -> int | None:
+    """The version a manifest file's name stands for, in V2 naming or V1 (the version itself); None for
+    any other file."""
+    stem, dot, suffix = name.partition(".")
+    if suffix != "manifest" or not dot or not stem.isdigit():
+        return None
+    number = int(stem)
+    return _U64_MAX - number if number >= _V2_FLOOR else number
 
 
 def read_latest(versions_dir: Path) -> int | None:

@@ -12,7 +12,7 @@ import pytest
 
 from app.memory import version_probe
 from app.memory.store import Store
-from app.memory.version_probe import HINT_FILE, VersionProbe, manifest_name, read_latest
+from app.memory.version_probe import HINT_FILE, VersionProbe, manifest_name, manifest_version, read_latest
 from tests.conftest import SettingsFactory
 from tests.memory.test_vector_cache import _external, _rows, _store
 
@@ -169,3 +169,11 @@ def test_a_commit_reads_the_version_it_builds_on_from_the_files(make_settings: S
         store.add(_rows(2, "global", 200 + seed))
     assert probe.file_reads >= file_reads + 4 and probe.reads == 0
     assert store.cache is not None and store.cache.version == store.version()
+
+
+def test_manifest_names_read_back_as_their_versions_in_both_namings() -> None:
+    for version in (1, 2, 41, 3_600, 2**40):
+        assert manifest_version(manifest_name(version)) == version
+        assert manifest_version(f"{version}.manifest") == version  # V1 naming
+    for other in ("latest_version_hint.json", "x.manifest", "12.manifest.tmp", ".manifest", "12"):
+        assert manifest_version(other) is None
