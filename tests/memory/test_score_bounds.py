@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.memory import block_matrix, filters, score_bounds
+from app.memory import block_matrix, filters, score_bounds, vector_cache
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.quantized_matrix import Snapshot
 from app.memory.rows import new_row
@@ -130,3 +130,42 @@ def test_threshold_searches_through_the_cache_equal_exact_search_as_it_grows_and
     assert cache._n < 190 and cache._bounds.n == cache._n  # compacted, bounds rebuilt with the rows
     check()
     assert cache.reloads == 1
+
+
+def test_a_batch_gathers_candidates_past_one_query_s_share_while_each_query_is_within_it(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(score_bounds, "FIT_MIN_ROWS", 50)
+    store = Store.open(make_settings(embedding_dimensions=DIM), EMBEDDER)
+    base = clustered(400, 11)
+    store.add(_rows(base, "global", "g"))
+    cache = VectorCache(DIM, store.row_columns, scratch_dir=store.db_path)
+    cache.reload(store.table)
+    bounds = cache._bounds
+    assert bounds.basis is not None
+    queries = near_copies(base[::50], 12)
+    threshold = 0.9
+    own = candidates(bounds.snapshot(400) or [], bounds.basis, 400, queries, np.full(len(queries), threshold))
+    union = len(np.unique(np.concatenate(own)))
+    # Each query alone is within the per-query share; the batch together is past it.
+    share = max(len(c) for c in own) / 400
+    assert union > share * 400
+    monkeypatch.setattr(vector_cache, "MAX_CANDIDATE_SHARE", share)
+    full_products: list[int] = []
+    real_approximate = vector_cache.approximate
+
+    def counting(*args: object, **kwargs: object) -> object:
+        full_products.append(1)
+        return real_approximate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vector_cache, "approximate", counting)
+    asked = [Query(q, "global", 3, threshold) for q in queries]
+    found = cache.search_many(asked, store.version())
+    assert full_products == []  # gathered, not one full product for the batch
+    exact = [store.lancedb_search(q, filters.eq("scope", "global"), 400) for q in queries]
+    for answer, rows in zip(found, exact, strict=True):
+        assert answer is not None
+        assert [r["id"] for r in answer] == [r["id"] for r in rows if r["score"] >= threshold][:3]
+    monkeypatch.setattr(vector_cache, "MAX_UNION_SHARE", share)  # the batch cap alone sends it to one product
+    assert cache.search_many(asked, store.version()) == found
+    assert full_products == [1]
