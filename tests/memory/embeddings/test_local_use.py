@@ -126,7 +126,7 @@ async def test_the_model_child_maps_the_table_in_the_directory_it_is_given(
     use_embedder: UseEmbedder, tmp_path: Path
 ) -> None:
     child = UseEmbedder(in_process=False, table_dir=tmp_path / "cache")
-    assert child._child_kwargs() == {"threads": 1, "table_dir": str(tmp_path / "cache")}
+    assert child._child_kwargs() == {"threads": 1, "table_dir": str(tmp_path / "cache"), "int8": True}
     try:
         vectors = await child.embed_documents(TABLE_TEXTS)
         assert child.process_pid is not None
