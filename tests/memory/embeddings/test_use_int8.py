@@ -84,3 +84,5 @@ def test_the_setting_reaches_the_embedder_and_its_child(make_settings: SettingsF
     assert isinstance(embedder, UseEmbedder) and embedder.int8 and embedder._child_kwargs()["int8"] is True
     off = create_embedder(make_settings(embedding_provider="local", local_model_int8=False))
     assert isinstance(off, UseEmbedder) and not off.int8 and off._child_kwargs()["int8"] is False
+    # vectors of either pass may share a table: switching must not make the store ask for a re-embed
+    assert off.identity == embedder.identity
