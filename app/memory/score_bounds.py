@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.memory.block_matrix import BlockMatrix, scores_of
+from app.memory.block_matrix import BlockMatrix, rows_reaching
 
 RANK = 31  # plus the residual column: 32 floats a row, 12.5 MB at 100k
 FIT_MIN_ROWS = 2_048  # the cache fits a basis at this many rows; below, a full product costs next to nothing
@@ -75,6 +75,5 @@ def candidates(bounds: list[np.ndarray], basis: np.ndarray, n: int, queries: np.
                thresholds: np.ndarray) -> list[np.ndarray]:
     """Per query, the rows whose score may reach its threshold (sorted positions)."""
     projector = ScoreBounds(basis.shape[0], basis)
-    upper = scores_of(bounds, n, projector.project(queries))
-    return [np.flatnonzero(upper[i] >= thresholds[i] - SLACK) for i in range(len(queries))]
+    return rows_reaching(bounds, n, projector.project(queries), np.asarray(thresholds, dtype=np.float32) - SLACK)
 

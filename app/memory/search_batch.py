@@ -45,6 +45,7 @@ class _Search:
     scope: str | None
     limit: int
     min_score: float | None = None
+    columns: tuple[str, ...] | None = None
     future: Future[Answer] = field(default_factory=Future)
 
 
@@ -62,10 +63,11 @@ class SearchBatcher:
         self.searches = 0
         self.largest_batch = 0
 
-    def submit(self, vector: np.ndarray, scope: str | None, limit: int,
-               min_score: float | None = None) -> Future[Answer]:
-        """Queue one search; the future gives rows best first, or None (ask LanceDB instead)."""
-        search = _Search(np.asarray(vector, dtype=np.float32), scope, limit, min_score)
+    def submit(self, vector: np.ndarray, scope: str | None, limit: int, min_score: float | None = None,
+               columns: tuple[str, ...] | None = None) -> Future[Answer]:
+        """Queue one search; the future gives rows best first (only ``columns`` of them if given), or
+        None (ask LanceDB instead)."""
+        search = _Search(np.asarray(vector, dtype=np.float32), scope, limit, min_score, columns)
         with self._cond:
             self._pending.append(search)
             if self._thread is None:
@@ -117,6 +119,6 @@ class SearchBatcher:
         if not self.cache.is_current(version):
             self._refresh()  # another process wrote: reload, then answer from the fresh copy
             version = self._current_version()
-        queries = [Query(s.vector, s.scope, s.limit, s.min_score) for s in batch]
+        queries = [Query(s.vector, s.scope, s.limit, s.min_score, s.columns) for s in batch]
         with _BLAS.limit(limits=1, user_api="blas"):
             return self.cache.search_many(queries, version, helper)

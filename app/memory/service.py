@@ -341,7 +341,8 @@ class MemoryService:
     async def _nearest_duplicate(self, vector: np.ndarray, scope: str, exclude: str) -> DuplicateMatch | None:
         """The best other row of ``scope`` at or above the threshold (``exclude``: the row being written)."""
         threshold = self._threshold(None)
-        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold)
+        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold,
+                                                    columns=("id",))
         for row in rows:
             if row["id"] != exclude:
                 return DuplicateMatch(memory_id=row["id"], score=round(row["score"], 6))

@@ -174,14 +174,16 @@ class Store:
         return _at_least(self.lancedb_search(vector, where, limit), min_score)
 
     async def vector_search_async(self, vector: np.ndarray, where: str | None, limit: int,
-                                  min_score: float | None = None) -> list[dict[str, Any]]:
-        """``vector_search`` without holding a worker thread while the batch thread answers."""
+                                  min_score: float | None = None,
+                                  columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """``vector_search`` without holding a worker thread while the batch thread answers;
+        ``columns``: only those row columns (and ``score``), e.g. ``("id",)`` for a duplicate check."""
         cacheable, scope = _cache_scope(where)
         if self.batcher is not None and cacheable:
-            rows = await asyncio.wrap_future(self.batcher.submit(vector, scope, limit, min_score))
+            rows = await asyncio.wrap_future(self.batcher.submit(vector, scope, limit, min_score, columns))
             if rows is not None:
                 return rows
-        return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit), min_score)
+        return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit, columns), min_score)
 
     def refresh_cache(self) -> None:
         """Reload the cache after a write it was not told about (blocking; the batch thread calls it).
@@ -197,12 +199,13 @@ class Store:
             with self.lock.hold():
                 self.cache.reload(self.table)
 
-    def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int) -> list[dict[str, Any]]:
-        """LanceDB's exact flat scan (any filter)."""
+    def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int,
+                       columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """LanceDB's exact flat scan (any filter); ``columns``: only those row columns."""
         query = self.table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
-        query = query.select([*self.row_columns, "_distance"]).limit(limit)
+        query = query.select([*(self.row_columns if columns is None else columns), "_distance"]).limit(limit)
         rows: list[dict[str, Any]] = query.to_arrow().to_pylist()
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))

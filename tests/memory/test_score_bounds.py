@@ -107,14 +107,21 @@ def test_threshold_searches_through_the_cache_equal_exact_search_as_it_grows_and
                 for threshold in (0.0, 0.5, 0.9, 0.97):
                     asked.append(Query(query, scope, 5, threshold))
                     expected.append([r for r in exact if r["score"] >= threshold][:5])
-        # One by one, then the high thresholds as one batch (their candidates gathered together).
+        # One by one, then the high thresholds as one batch (their candidates gathered together),
+        # every other one asking for the id alone, as a duplicate check does.
         batch = [i for i, q in enumerate(asked) if q.min_score is not None and q.min_score >= 0.9]
         answers = [cache.search(q.vector, q.scope, q.limit, store.version(), q.min_score) for q in asked]
-        together = cache.search_many([asked[i] for i in batch], store.version())
+        slim = [n // 2 % 2 == 1 for n in range(len(batch))]  # both thresholds of every other scope
+        mixed = [asked[i]._replace(columns=("id",) if s else None) for s, i in zip(slim, batch, strict=True)]
+        together = cache.search_many(mixed, store.version())
         for i, found in [*enumerate(answers), *zip(batch, together, strict=True)]:
             assert found is not None
             assert [r["id"] for r in found] == [r["id"] for r in expected[i]], asked[i][1:]
             assert np.allclose([r["score"] for r in found], [r["score"] for r in expected[i]], atol=1e-5)
+        id_only = [found or [] for s, found in zip(slim, together, strict=True) if s]
+        full = [found or [] for s, found in zip(slim, together, strict=True) if not s]
+        assert any(id_only) and all(set(r) == {"id", "score"} for found in id_only for r in found)
+        assert any(full) and all(set(r) > {"id", "text", "scope", "score"} for found in full for r in found)
 
     check()
     assert gathered and min(gathered) < 10  # high thresholds scored a handful of rows, not all 160

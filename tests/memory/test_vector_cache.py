@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -125,31 +125,57 @@ def test_a_matrix_in_many_small_blocks_grows_and_compacts_exactly(
     assert cache.reloads == 1
 
 
-def test_block_scores_equal_one_product_over_the_whole_matrix() -> None:
+@pytest.mark.parametrize("cached", [True, False])
+def test_a_search_for_the_id_alone_gives_the_same_hits_without_the_other_columns(
+    make_settings: SettingsFactory, cached: bool
+) -> None:
+    store = Store.open(make_settings(embedding_dimensions=64, vector_cache=cached), EMBEDDER)
+    rows = _rows(60, "global", 1)
+    store.add(rows)
+    assert (store.batcher is not None) == cached
+    where = filters.eq("scope", "global")
+    for row in rows[:5]:
+        full = asyncio.run(store.vector_search_async(row["vector"], where, 3, min_score=0.0))
+        slim = asyncio.run(store.vector_search_async(row["vector"], where, 3, min_score=0.0, columns=("id",)))
+        assert [r["id"] for r in slim] == [r["id"] for r in full] and slim[0]["id"] == row["id"]
+        assert np.allclose([r["score"] for r in slim], [r["score"] for r in full], atol=1e-6)
+        assert all(set(r) == {"id", "score"} for r in slim) and "text" in full[0]
+
+
+def test_block_matrix_grows_by_blocks_and_keeps_every_row() -> None:
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((53, 16)).astype(np.float32)
     matrix = block_matrix.BlockMatrix(16, block_rows=8)
     matrix.put(0, rows[:20])
     matrix.put(20, rows[20:])
-    queries = rng.standard_normal((3, 16)).astype(np.float32)
-    assert np.allclose(block_matrix.scores_of(matrix.snapshot(), 53, queries), queries @ rows.T, atol=1e-5)
+    assert np.array_equal(np.vstack(matrix.snapshot())[:53], rows)
     assert np.array_equal(matrix.row(37), rows[37])
     assert matrix.capacity == 56
 
 
-@pytest.mark.parametrize("count", range(1, 10))
-def test_block_scores_are_exact_for_every_batch_size_with_and_without_a_helper_thread(count: int) -> None:
-    # 1, 2 (two matrix-vector products), 3+ (padded to a multiple of 4), split or not across threads.
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 9, 16])
+def test_rows_reaching_a_threshold_are_exactly_those_whose_product_reaches_it(count: int) -> None:
+    # Small integers: every product is exact in float32, so ">= threshold" has one right answer.
     rng = np.random.default_rng(count)
-    rows = rng.standard_normal((61, 16)).astype(np.float32)
+    rows = rng.integers(-3, 4, (64, 16)).astype(np.float32)
+    rows[61:] = 100.0  # past n: would reach any threshold if they were looked at
     matrix = block_matrix.BlockMatrix(16, block_rows=8)
     matrix.put(0, rows)
-    queries = rng.standard_normal((count, 16)).astype(np.float32)
-    with ThreadPoolExecutor(max_workers=1) as helper:
-        for pool in (None, helper):
-            scores = block_matrix.scores_of(matrix.snapshot(), 61, queries, pool)
-            assert scores.shape == (count, 61)
-            assert np.allclose(scores, queries @ rows.T, atol=1e-5)
+    queries = rng.integers(-3, 4, (count, 16)).astype(np.float32)
+    thresholds = rng.integers(-2, 9, count).astype(np.float32)
+    found = block_matrix.rows_reaching(matrix.snapshot(), 61, queries, thresholds)
+    products = queries @ rows[:61].T
+    assert [f.tolist() for f in found] == [np.flatnonzero(products[q] >= thresholds[q]).tolist()
+                                           for q in range(count)]
+    assert sum(map(len, found)) > 0
+
+
+def test_rows_reaching_with_no_rows_or_no_queries_is_empty() -> None:
+    matrix = block_matrix.BlockMatrix(4, block_rows=8)
+    matrix.put(0, np.ones((5, 4), dtype=np.float32))
+    none = block_matrix.rows_reaching(matrix.snapshot(), 0, np.ones((2, 4), dtype=np.float32), np.zeros(2))
+    assert [len(f) for f in none] == [0, 0]
+    assert block_matrix.rows_reaching(matrix.snapshot(), 5, np.ones((0, 4), dtype=np.float32), np.zeros(0)) == []
 
 
 # --- wired into the store -------------------------------------------------------------------------
