@@ -352,9 +352,9 @@ class VectorCache:
     # --- search ----------------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: str | None, limit: int, version: int,
-               min_score: float | None = None, columns: tuple[str, ...] | None = None) -> list[dict[str, Any]] | None:
+               min_score: float | None = None) -> list[dict[str, Any]] | None:
         """Rows best first with ``score`` = cosine similarity, or None when the cache is not at ``version``."""
-        return self.search_many([Query(vector, scope, limit, min_score, columns)], version)[0]
+        return self.search_many([Query(vector, scope, limit, min_score)], version)[0]
 
     def search_many(self, queries: Sequence[Query | tuple[Any, ...]], version: int,
                     helper: Executor | None = None) -> list[list[dict[str, Any]] | None]:
