@@ -8,14 +8,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from app import gc_pause
+from app import gc_pause, heap
 from app.container import Services
 from app.edge.guard import EdgeGuard
 from app.errors import AppError
 from app.kanban.service import KanbanService
 from app.logging_setup import configure_logging
 from app.mcp.front_end import McpFrontEnd
-from app.memory import heap
 from app.memory.service import MemoryService
 from app.rest import health, kanban, memory
 from app.rest.errors import install_error_handlers

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from app.memory.embeddings.registry import create_embedder
-from app.memory.store import Store
+from app.memory.store.table import Store
 from app.settings import Settings
 from bench import speed_server as srv
 from bench import speed_store as st

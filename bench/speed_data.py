@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from app.memory.embeddings.base import Embedder
-from app.memory.store import Store
+from app.memory.store import commits
+from app.memory.store.table import Store
 from app.settings import Settings
 from bench import textgen
 from bench.vcache import CachingEmbedder
@@ -94,7 +95,7 @@ def bulk_load(db_path: Path, data: Corpus, embedder: Embedder) -> dict[str, floa
     now_ms = int(time.time() * 1000)
     for offset in range(0, len(data.texts), LOAD_CHUNK):
         stop = min(offset + LOAD_CHUNK, len(data.texts))
-        store.table.add(store.to_arrow(_rows(data, offset, stop, embedder.model, now_ms)))
+        store.table.add(commits.to_arrow(_rows(data, offset, stop, embedder.model, now_ms), store.table.schema))
     store.optimize()
     return {"rows": store.count(), "load_s": round(time.perf_counter() - start, 3)}
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from app.memory import filters, keyword
+from app.memory import keyword
 from app.memory.embeddings.base import Embedder
 from app.memory.ranking import keyword_query
-from app.memory.store import Store
+from app.memory.store import filters
+from app.memory.store.table import Store
 from bench.common import latency_summary_ms
 from bench.exact import top_k
 

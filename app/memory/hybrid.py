@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from app.memory import keyword
+from app.memory.ports import MemoryReader
 from app.memory.ranking import DEFAULT_LEXICAL_WEIGHTS, POOL, Candidate, RankingOptions, keyword_query, rerank
-from app.memory.store import Store
 
 
 def lexical_weight(configured: float | None, provider: str) -> float:
@@ -26,7 +26,7 @@ def lexical_weight(configured: float | None, provider: str) -> float:
     return DEFAULT_LEXICAL_WEIGHTS.get(provider, 0.0)
 
 
-async def search(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int,
+async def search(store: MemoryReader, query: str, vector: np.ndarray, where: str | None, top_k: int,
                  weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
     """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools.
 
@@ -40,7 +40,7 @@ async def search(store: Store, query: str, vector: np.ndarray, where: str | None
     return await asyncio.to_thread(_complete, store, query, vector, where, top_k, weight, keyword_pool_max_rows, rows)
 
 
-def _complete(store: Store, query: str, vector: np.ndarray, where: str | None, top_k: int, weight: float,
+def _complete(store: MemoryReader, query: str, vector: np.ndarray, where: str | None, top_k: int, weight: float,
               keyword_pool_max_rows: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Add the keyword pool (small tables only), then re-rank (blocking: tokenizes ~100 texts)."""
     if store.size_hint() <= keyword_pool_max_rows:

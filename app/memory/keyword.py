@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.memory.store import Store
+from app.memory.ports import MemoryReader
 
 MAX_TERMS = 16
 MAX_TERM_CHARS = 200
@@ -49,14 +49,14 @@ def _partial_terms(terms: list[str]) -> list[str]:
     return list(expanded)[: MAX_TERMS * 4]
 
 
-def search(store: Store, query: str, scope_filter: str | None, limit: int) -> list[dict[str, Any]]:
+def search(store: MemoryReader, query: str, scope_filter: str | None, limit: int) -> list[dict[str, Any]]:
     """Rows matching the query, best first, each with a ``score`` in [0, 1] (blocking)."""
     ranked = rank(store, query, scope_filter, limit)
     rows = {row["id"]: row for row in store.get_rows([memory_id for memory_id, _ in ranked])}
     return [{**rows[memory_id], "score": score} for memory_id, score in ranked if memory_id in rows]
 
 
-def rank(store: Store, query: str, scope_filter: str | None, limit: int) -> list[tuple[str, float]]:
+def rank(store: MemoryReader, query: str, scope_filter: str | None, limit: int) -> list[tuple[str, float]]:
     """``(id, score)`` of the best ``limit`` matches, from one scan of the scope's id/text/timestamp.
 
     Why not ``ILIKE`` in the scan: measured at 10k rows, two ``ILIKE`` scans (every term, then any

@@ -14,9 +14,9 @@ import time
 import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
-from app.memory.locks import WriteLock
-from app.memory.retention import prune_age, versions_dir
-from app.memory.store import OLD_VERSIONS_KEPT
+from app.memory.store.locks import WriteLock
+from app.memory.store.retention import prune_age, versions_dir
+from app.memory.store.table import OLD_VERSIONS_KEPT
 from app.memory.transfer import (
     DEFAULT_BATCH,
     Progress,

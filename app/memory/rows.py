@@ -11,7 +11,7 @@ import numpy as np
 
 from app.memory.models import Memory, MemoryHit
 from app.memory.scopes import agent_of
-from app.memory.store import new_id, parse_metadata
+from app.memory.store.schema import new_id, parse_metadata
 
 
 def now_ms() -> int:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import AppError, InvalidInput
-from app.memory import filters, hybrid, keyword
+from app.memory import hybrid, keyword
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
@@ -33,10 +33,9 @@ from app.memory.models import (
     SimilarMemory,
     Stats,
 )
-from app.memory.recovery import RecoveryReport, health_fields, open_with_recovery
 from app.memory.rows import iso, new_row, now_ms, to_hit, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, normalize_scope, writable_scopes
-from app.memory.store import Store
+from app.memory.store import RecoveryReport, Store, Writer, filters, health_fields, open_with_recovery
 from app.memory.validation import (
     check_importance,
     check_limit,
@@ -47,7 +46,6 @@ from app.memory.validation import (
     check_text,
     split_category,
 )
-from app.memory.writer import Writer
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)

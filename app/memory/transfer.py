@@ -29,12 +29,13 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from app.errors import InvalidInput, NotFound
-from app.memory import filters
 from app.memory.embeddings.base import Embedder
 from app.memory.errors import StoreBusy
-from app.memory.locks import WriteLock
-from app.memory.schema import build_schema, recorded_identity, vector_dimension
-from app.memory.store import Store, is_retryable
+from app.memory.store import filters
+from app.memory.store.commits import is_retryable
+from app.memory.store.locks import WriteLock
+from app.memory.store.schema import build_schema, recorded_identity, vector_dimension
+from app.memory.store.table import Store
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -82,5 +82,5 @@ async def test_a_signal_with_open_streams_exits_cleanly_within_seconds(tmp_path:
     for marker in ("ASGI", "Traceback", "Exception"):
         assert marker not in log, log
     assert "Application shutdown complete" in log, log
-    # uvicorn re-raises the signal after its graceful shutdown; app/cli.py turns that into exit 0.
+    # uvicorn re-raises the signal after its graceful shutdown; app/cli/__init__.py turns that into exit 0.
     assert returncode == 0, log

@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from app.memory import diagnostics
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.errors import EmbeddingModelMismatch, StoreBusy
-from app.memory.locks import MKDIR_LOCK_NAME, STALE_S, WriteLock
 from app.memory.reembed import compact_table, reembed
 from app.memory.rows import new_row
-from app.memory.schema import recorded_identity, vector_dimension
 from app.memory.service import MemoryService
-from app.memory.store import Store
+from app.memory.store import diagnostics
+from app.memory.store.locks import MKDIR_LOCK_NAME, STALE_S, WriteLock
+from app.memory.store.schema import recorded_identity, vector_dimension
+from app.memory.store.table import Store
 from app.memory.transfer import InvalidExport, SameTable, TransferReport, export_jsonl, import_jsonl
 from app.settings import Settings
 from tests.conftest import SettingsFactory

@@ -1,7 +1,7 @@
 """An OpenClaw-style writer: another OS process appending straight to the LanceDB directory.
 
 Run as ``python -m tests.reliability.external_writer DB COUNT HISTORY PREFIX``. It takes the same
-cross-process lock the server takes (``app.memory.locks.WriteLock``: flock plus memory-lancedb-pro's
+cross-process lock the server takes (``app.memory.store.locks.WriteLock``: flock plus memory-lancedb-pro's
 ``<db>/.memory-write.lock`` mkdir lock) around every ``table.add``, retries Lance's transient commit
 conflicts like the server does, and logs each write to its own history file for the checker.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import lancedb
 import numpy as np
 
-from app.memory.locks import WriteLock
-from app.memory.store import is_retryable
+from app.memory.store.commits import is_retryable
+from app.memory.store.locks import WriteLock
 from tests.harness.history import HistoryLog, tagged_text
 
 ATTEMPTS = 8

@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from app.memory import locks
+from app.memory.store import locks
 from tests.memory.embeddings.fake_server import fake_embedding_server
 from tests.reliability.support import server_env
 from tests.support.server import ServerProcess, spawn_server

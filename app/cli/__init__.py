@@ -1,0 +1,40 @@
+"""The ``memory-mcp`` command: builds the parser from one module per command group."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from app.cli import client, config, data, hooks, kanban, serve
+from app.cli.client import EXIT_USAGE
+
+# Claude Code treats exit 2 from a hook as "block the prompt"; a mistyped hook command must not do that.
+EXIT_HOOK_USAGE = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-mcp", description="Shared memory and kanban for AI agents.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_commands(commands)
+    client.add_commands(commands)
+    hooks.add_commands(commands)
+    config.add_commands(commands)
+    kanban.add_commands(commands)
+    data.add_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit codes: 0 ok, 1 refused by the server, 2 usage, 3 server unreachable."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(words)
+    except SystemExit as exc:
+        if exc.code == EXIT_USAGE and words[:1] == ["hook"]:
+            return EXIT_HOOK_USAGE
+        raise
+    handler = args.handler
+    result: int = handler(args)
+    return result
+

@@ -1,0 +1,81 @@
+"""``memory-mcp serve``: start the server (one process, one worker)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from app.cli.client import EXIT_OK, EXIT_USAGE
+
+
+def add_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="start the server (one process, one worker)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1; others need a token)")
+    serve.add_argument("--port", type=int, help="port (default 3002)")
+    serve.add_argument("--db", dest="db_path", help="LanceDB directory (default ~/.openclaw/memory/lancedb-pro)")
+    serve.add_argument("--provider", dest="embedding_provider", help="embedding provider (default local)")
+    serve.add_argument("--kanban-db", dest="kanban_db", help="kanban SQLite file")
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback bind without a token (unsafe)"
+    )
+    serve.set_defaults(handler=run)
+
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    for field in ("host", "port", "db_path", "embedding_provider", "kanban_db"):
+        value = getattr(args, field, None)
+        if value is not None:
+            overrides[field] = value
+    if args.allow_remote:
+        overrides["allow_remote"] = True
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return EXIT_USAGE
+    # Heavy imports only once the settings passed: a refused bind answers at once, even on a busy machine.
+    import signal
+
+    from app import heap
+
+    heap.tune_allocators()  # before any worker thread exists: see app/heap.py
+
+    import uvicorn
+
+    from app.main import create_app
+
+    if settings.allow_remote and not settings.is_loopback and settings.token is None:
+        print(
+            f"memory-mcp: WARNING: serving {settings.host} with no token (--allow-remote): "
+            "anyone who can reach this port can read and write every memory",
+            file=sys.stderr,
+        )
+    def _exit_zero(signum: int, frame: object) -> None:
+        raise SystemExit(EXIT_OK)
+
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; with this handler as the one it
+    # restores, that re-raise ends the process with status 0 instead of "killed by signal".
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_zero)
+    uvicorn.run(
+        create_app(settings, freeze_startup_objects=True),
+        host=settings.host,
+        port=settings.port,
+        workers=1,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=5,
+        log_level=settings.log_level.lower(),
+        # configure_logging already formats uvicorn's loggers; its default dictConfig would replace that.
+        log_config=None,
+        # The access log prints query strings, where a misconfigured client may put its token.
+        access_log=False,
+    )
+    return EXIT_OK

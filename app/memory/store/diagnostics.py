@@ -1,0 +1,193 @@
+"""Health checks of the memory store for ``memory-mcp doctor``: each says what is wrong and how to fix it.
+
+Every check only reads: nothing is created, locked or rewritten (a server may be running).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+from app.memory.embeddings.base import Embedder
+from app.memory.store.locks import MKDIR_LOCK_NAME, STALE_S
+from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_dimension
+from app.settings import Settings
+
+Status = Literal["ok", "warn", "fail"]
+#: More fragments than this make filtered searches slow (5,000 fragments: 1.3 s instead of 5-15 ms).
+FRAGMENTS_WARN = 100
+
+
+class Check(BaseModel):
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+_COLUMN_TYPES = {
+    "id": (_is_string, "string"), "text": (_is_string, "string"), "scope": (_is_string, "string"),
+    "category": (_is_string, "string"), "metadata": (_is_string, "JSON string"),
+    "importance": (pa.types.is_floating, "float"), "timestamp": (_is_number, "int64 or float (ms)"),
+}
+
+
+def check_db_path(db_path: Path) -> Check:
+    if db_path.is_dir():
+        if os.access(db_path, os.W_OK | os.X_OK):
+            return Check(name="db_path", status="ok", detail=f"{db_path} exists and is writable")
+        return Check(name="db_path", status="fail", detail=f"{db_path} is not writable by this user",
+                     fix=f"fix the permissions (chown/chmod {db_path}) or set MEMORY_MCP_DB_PATH")
+    if db_path.exists():
+        return Check(name="db_path", status="fail", detail=f"{db_path} exists but is not a directory",
+                     fix="point MEMORY_MCP_DB_PATH (or --db) at a directory")
+    parent = next((p for p in db_path.parents if p.exists()), None)
+    if parent is not None and os.access(parent, os.W_OK | os.X_OK):
+        return Check(name="db_path", status="ok", detail=f"{db_path} does not exist yet; the server creates it")
+    return Check(name="db_path", status="fail", detail=f"{db_path} does not exist and cannot be created",
+                 fix="create it, or set MEMORY_MCP_DB_PATH to a writable place")
+
+
+def open_table(settings: Settings) -> tuple[Any | None, Check]:
+    where = settings.db_path / settings.table
+    if not (settings.db_path / f"{settings.table}.lance").exists():
+        return None, Check(name="table", status="ok", detail=f"no table {settings.table!r} yet; created on first start")
+    try:
+        db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0))
+        table = db.open_table(settings.table)
+        rows = table.count_rows()
+    except Exception as exc:  # noqa: BLE001 - doctor reports every failure
+        return None, Check(name="table", status="fail", detail=f"{where} does not open: {type(exc).__name__}: {exc}",
+                           fix="restore the directory from a backup or an export (memory-mcp import)")
+    return table, Check(name="table", status="ok", detail=f"{where} opens ({rows} rows, version {table.version})")
+
+
+def check_schema(schema: pa.Schema) -> Check:
+    problems = [f"missing column {name!r}" for name in REQUIRED_COLUMNS if name not in schema.names]
+    for name, (accepts, wanted) in _COLUMN_TYPES.items():
+        if name in schema.names and not accepts(schema.field(name).type):
+            problems.append(f"{name} is {schema.field(name).type}, expected {wanted}")
+    if "vector" in schema.names and vector_dimension(schema) is None:
+        problems.append(f"vector is {schema.field('vector').type}, expected a fixed-size list of float32")
+    if problems:
+        return Check(name="schema", status="fail", detail="; ".join(problems),
+                     fix="this is not a memory table: point MEMORY_MCP_DB_PATH / MEMORY_MCP_TABLE elsewhere")
+    required = [f.name for f in schema if not f.nullable]
+    extra = [n for n in schema.names if n not in REQUIRED_COLUMNS]
+    detail = "all memory columns present" + (f"; extra columns kept as they are: {', '.join(extra)}" if extra else "")
+    if required:
+        return Check(name="schema", status="warn", detail=f"{detail}; non-nullable: {', '.join(required)}",
+                     fix="older writers fail to append when a column they do not know is required")
+    return Check(name="schema", status="ok", detail=detail)
+
+
+def _reembed_hint(embedder: Embedder, recorded_provider: str | None) -> str:
+    command = f"memory-mcp reembed --provider {embedder.name}"
+    if recorded_provider == embedder.name:  # same provider, another size: say which one
+        command += f" --dimensions {embedder.dimension}"
+    return f"`{command}` and switch to the new table it prints"
+
+
+def check_model(schema: pa.Schema, embedder: Embedder) -> Check:
+    recorded = recorded_identity(schema)
+    configured = f"{embedder.name}/{embedder.model} ({embedder.dimension}-d)"
+    if recorded is None:
+        return Check(name="embedding_model", status="warn",
+                     detail=f"the table records no model (a memory-lancedb-pro table); configured {configured}",
+                     fix="make sure its vectors come from the configured model, or `memory-mcp reembed` them")
+    table_model = f"{recorded.get('provider')}/{recorded.get('model')} ({recorded.get('dimension')}-d)"
+    same = (recorded.get("provider"), recorded.get("model")) == (embedder.name, embedder.model)
+    if same and recorded.get("dimension") == str(embedder.dimension):
+        return Check(name="embedding_model", status="ok", detail=f"table and configuration both use {table_model}")
+    return Check(
+        name="embedding_model", status="fail",
+        detail=f"the table's vectors come from {table_model} but the configured embedder is {configured}",
+        fix=(f"either set MEMORY_MCP_EMBEDDING_PROVIDER={recorded.get('provider')} (and its model/dimensions) back, "
+             f"or run {_reembed_hint(embedder, recorded.get('provider'))}"),
+    )
+
+
+def check_dimension(schema: pa.Schema, embedder: Embedder) -> Check:
+    dimension = vector_dimension(schema)
+    recorded = (recorded_identity(schema) or {}).get("provider")
+    if dimension == embedder.dimension:
+        return Check(name="vector_dimension", status="ok", detail=f"{dimension}-d vectors, as the embedder makes")
+    return Check(name="vector_dimension", status="fail",
+                 detail=f"the table holds {dimension}-d vectors, the embedder makes {embedder.dimension}-d",
+                 fix=f"run {_reembed_hint(embedder, recorded)}, or configure the table's model again")
+
+
+def check_lock(db_path: Path, now: float | None = None) -> Check:
+    lock = db_path / MKDIR_LOCK_NAME
+    try:
+        age = (now or time.time()) - lock.stat().st_mtime
+    except FileNotFoundError:
+        return Check(name="write_lock", status="ok", detail="no write lock held")
+    if age <= STALE_S:
+        return Check(name="write_lock", status="ok", detail=f"{lock} is held by a live writer ({age:.1f} s old)")
+    return Check(name="write_lock", status="fail",
+                 detail=f"stale write lock {lock}: {age:.0f} s old, its holder stopped refreshing it "
+                        f"(> {STALE_S:.0f} s)",
+                 fix=f"no writer holds it any more: remove it with `rmdir {lock}` (writers also remove it on "
+                     "their next write, after waiting)")
+
+
+def check_fragments(table: Any) -> Check:
+    stats = table.stats()
+    fragments = int(stats.get("fragment_stats", {}).get("num_fragments", 0))
+    small = int(stats.get("fragment_stats", {}).get("num_small_fragments", 0))
+    detail = f"{fragments} fragments ({small} small), {stats.get('total_bytes', 0)} bytes"
+    if fragments > FRAGMENTS_WARN:
+        return Check(name="fragments", status="warn", detail=detail + "; searches slow down without compaction",
+                     fix="run `memory-mcp doctor --compact` (or let the server compact after its next writes)")
+    return Check(name="fragments", status="ok", detail=detail)
+
+
+def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
+    """Table, schema, model, dimension and fragment checks (the model ones need the embedder)."""
+    table, opened = open_table(settings)
+    checks = [opened]
+    if table is None:
+        return checks
+    schema: pa.Schema = table.schema
+    checks.append(check_schema(schema))
+    if embedder is not None:
+        checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
+    checks.append(check_fragments(table))
+    return checks
+
+
+async def check_embedder(embedder: Embedder) -> Check:
+    """Load the embedder and embed one query: a finite unit vector of the right size."""
+    started = time.perf_counter()
+    try:
+        await embedder.load()
+        vector = np.asarray(await embedder.embed_query("memory-mcp doctor: 記憶 check"), dtype=np.float32)
+    except Exception as exc:  # noqa: BLE001 - doctor reports every failure
+        return Check(name="embedder", status="fail", detail=f"{embedder.name} failed: {type(exc).__name__}: {exc}",
+                     fix="install the provider's package / check its URL and key (MEMORY_MCP_EMBEDDING_*)")
+    norm = float(np.linalg.norm(vector)) if vector.size else 0.0
+    if vector.shape != (embedder.dimension,) or not np.all(np.isfinite(vector)) or abs(norm - 1.0) > 1e-3:
+        return Check(name="embedder", status="fail",
+                     detail=f"{embedder.name} returned shape {vector.shape}, norm {norm}",
+                     fix="the provider returns unusable vectors; check MEMORY_MCP_EMBEDDING_MODEL / _DIMENSIONS")
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    return Check(name="embedder", status="ok",
+                 detail=f"{embedder.name}/{embedder.model} loads and embeds ({embedder.dimension}-d unit vector, "
+                        f"{elapsed_ms:.0f} ms)")

@@ -1,0 +1,351 @@
+"""Blocking access to the LanceDB table; every method runs in a worker thread, never on the loop.
+
+Search uses the cosine metric everywhere, so ``score = 1 - _distance`` is the cosine similarity of
+unit vectors (1.0 = identical). Filters are pre-filters (LanceDB's default): a post-filter applied
+after the top-k would silently drop matches.
+
+With ``settings.vector_cache`` (the default) an in-memory copy of the vectors (``VectorCache``)
+answers searches with no filter or one scope, exactly, through one batching thread
+(``SearchBatcher``). Every commit of ours tells the cache the table versions around it, under the
+write lock; a version that moved without us (another process wrote) makes the next search reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from app.memory.embeddings.base import Embedder
+from app.memory.index import SearchBatcher, VectorCache, with_cosines
+from app.memory.store import commits, filters, retention, tail_merge
+from app.memory.store.locks import WriteLock
+from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
+from app.memory.store.version_probe import VersionProbe
+from app.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Old versions stay this long after they stopped being the newest (``retention``), for readers still on
+# them (another process's scan, an export). Not longer: each version kept makes every LanceDB call
+# through a zero-interval handle ~1.9 us slower, the time going to directory listings (10k rows:
+# 4.1 / 7.9 / 13.8 ms a commit with 1k / 3k / 6k versions); appends avoid it (``add``), updates,
+# deletes and merges do not. At 36 commits/s, ten minutes are 21,600 versions: ~40 ms more a call.
+OLD_VERSIONS_KEPT = timedelta(minutes=2)
+# LanceDB's caches are unbounded by default: measured 1,050 MiB RSS after 4,000 appends vs 288 MiB capped
+# at 64 MiB each. Reads go through the vector cache, so LanceDB's serve little but commits and scans: at
+# 100k rows, 500 single-row commits then 2,500 batched ones peaked at 597 MiB with 64 MiB caches and at
+# 535-565 MiB with 4-16 MiB (three runs), at the same remember throughput.
+INDEX_CACHE_BYTES = 16 * 2**20
+METADATA_CACHE_BYTES = 16 * 2**20
+_SCOPE_EQ = re.compile(r"scope = '((?:[^']|'')*)'")  # the one filter form the cache answers (filters.eq)
+
+
+
+class Store:
+    """One LanceDB table of memories, opened with a zero read-consistency interval."""
+
+    def __init__(self, table: Any, db_path: Path, lock: WriteLock, *, dimension: int | None = None,
+                 appender: Any | None = None) -> None:
+        """``dimension`` given: keep a vector cache (loaded here, blocking) and search through it.
+        ``appender``: the same table opened without read consistency, for appends (see ``add``)."""
+        self.table = table
+        self.appender = table if appender is None else appender
+        self._appender_version: int | None = None  # the version the appender is known to be at
+        self.db_path = db_path
+        self.lock = lock
+        names = set(table.schema.names)
+        self.row_columns = [c for c in ROW_COLUMNS if c in names]
+        self.cache: VectorCache | None = None
+        self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
+        self.id_index_tried = False  # once per process: a failure would fail again
+        self.batcher: SearchBatcher | None = None
+        self.versions_dir = retention.versions_dir(db_path, table.name)
+        self.probe = VersionProbe(self.versions_dir, self.version)
+        if dimension is not None:
+            self.cache = VectorCache(dimension, self.row_columns, scratch_dir=db_path)
+            self.cache.reload(table)
+            self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Embedder) -> Store:
+        """Open or create the table (blocking).
+
+        Raises:
+            EmbeddingModelMismatch: the table was built with another model or dimension.
+        """
+        settings.db_path.mkdir(parents=True, exist_ok=True)
+        # Interval 0: every read sees other processes' commits (OpenClaw writes here too).
+        session = lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                  metadata_cache_size_bytes=METADATA_CACHE_BYTES)
+        db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0), session=session)
+        lock = WriteLock(settings.db_path, settings.lock_timeout_s)
+        where = settings.db_path / settings.table
+        try:
+            table = db.open_table(settings.table)
+        except (FileNotFoundError, ValueError):
+            with lock.hold():
+                table = db.create_table(settings.table, schema=build_schema(embedder), exist_ok=True)
+        check_compatible(table.schema, embedder, where)
+        appender = lancedb.connect(str(settings.db_path), session=session).open_table(settings.table)
+        return cls(table, settings.db_path, lock, dimension=embedder.dimension if settings.vector_cache else None,
+                   appender=appender)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def version(self) -> int:
+        return int(self.table.version)
+
+    def count(self, where: str | None = None) -> int:
+        return int(self.table.count_rows(where))
+
+    def size_hint(self) -> int:
+        """The row count for cost decisions: the cache's (no LanceDB call, maybe a commit behind)."""
+        return len(self.cache) if self.cache is not None else self.count()
+
+    def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table:
+        query = self.table.search()
+        if where:
+            query = query.where(where)
+        # limit(None) lifts LanceDB's default limit of 10, which would truncate a scan silently.
+        return query.select(list(columns)).limit(limit).to_arrow()
+
+    def scan_columns(self, where: str | None, columns: Sequence[str]) -> pa.Table:
+        """``scan(where, columns)`` of every matching row, from the cache when it can answer ``where``
+        at the table's current version (row order may differ from LanceDB's)."""
+        cacheable, scope = _cache_scope(where)
+        if self.cache is not None and cacheable:
+            table = self.cache.scope_columns(scope, columns, self.probe.current())
+            if table is not None:
+                return table
+        return self.scan(where, columns)
+
+    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that exist (in ``ids`` order) with ``score`` = cosine to ``vector``:
+        from the cache when current, else read back with their vectors (an IN-list scan: 7 ms at 10k)."""
+        if self.cache is not None:
+            rows = self.cache.rows_with_scores(ids, vector, self.probe.current())
+            if rows is not None:
+                return rows
+        found = {row["id"]: row for row in self.get_rows(ids, [*self.row_columns, "vector"])}
+        # Deleted meanwhile, or a foreign row without a vector: left out.
+        kept = [found[i] for i in dict.fromkeys(ids) if i in found and found[i].get("vector") is not None]
+        if not kept:
+            return []
+        stored = np.array([row.pop("vector") for row in kept], dtype=np.float64)
+        return with_cosines(kept, stored, vector)
+
+    def vector_search(self, vector: np.ndarray, where: str | None, limit: int,
+                      min_score: float | None = None) -> list[dict[str, Any]]:
+        """Top ``limit`` rows with ``score`` (at least ``min_score`` if given), from the cache when it
+        can answer ``where``, else LanceDB."""
+        cacheable, scope = _cache_scope(where)
+        if self.batcher is not None and cacheable:
+            rows = self.batcher.search(vector, scope, limit, min_score)
+            if rows is not None:
+                return rows
+        return _at_least(self.lancedb_search(vector, where, limit), min_score)
+
+    async def vector_search_async(self, vector: np.ndarray, where: str | None, limit: int,
+                                  min_score: float | None = None,
+                                  columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """``vector_search`` without holding a worker thread while the batch thread answers;
+        ``columns``: only those row columns (and ``score``), e.g. ``("id",)`` for a duplicate check."""
+        cacheable, scope = _cache_scope(where)
+        if self.batcher is not None and cacheable:
+            rows = await asyncio.wrap_future(self.batcher.submit(vector, scope, limit, min_score, columns))
+            if rows is not None:
+                return rows
+        return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit, columns), min_score)
+
+    def refresh_cache(self) -> None:
+        """Reload the cache after a write it was not told about (blocking; the batch thread calls it).
+
+        Under the write lock: a reload takes about a second at 100k rows, and without the lock our
+        own writer would commit during every reload under sustained writes, so none would ever end
+        current. Writers that ignore the lock are caught by the version check inside ``reload``.
+
+        Raises:
+            StoreBusy: the write lock stayed taken for ``lock_timeout_s`` (the search uses LanceDB).
+        """
+        if self.cache is not None:
+            with self.lock.hold():
+                self.cache.reload(self.table)
+
+    def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int,
+                       columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """LanceDB's exact flat scan (any filter); ``columns``: only those row columns."""
+        query = self.table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        query = query.select([*(self.row_columns if columns is None else columns), "_distance"]).limit(limit)
+        rows: list[dict[str, Any]] = query.to_arrow().to_pylist()
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+        return rows
+
+    def get_rows(self, ids: Sequence[str], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that exist, in no set order: from the cache when it is current and holds
+        ``columns`` (it holds every row column, not the vector), else an IN-list scan (6-16 ms)."""
+        if not ids:
+            return []
+        wanted = list(columns or self.row_columns)
+        if self.cache is not None and all(c in self.cache.row_columns for c in wanted):
+            rows = self.cache.rows(ids, self.probe.current())
+            if rows is not None:
+                return rows if columns is None else [{c: row.get(c) for c in wanted} for row in rows]
+        return self._scan_rows(ids, wanted)
+
+    def _scan_rows(self, ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+        table = self.scan(filters.is_in("id", ids), columns, limit=len(ids) * 2 + 1)
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
+
+    def get_vector(self, memory_id: str) -> np.ndarray | None:
+        rows = self.get_rows([memory_id], ["id", "vector"])
+        return None if not rows else np.asarray(rows[0]["vector"], dtype=np.float32)
+
+    # --- writes (caller holds no lock; each method takes it around its commit) -----------------
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows in one commit, giving colliding short ids fresh ones first.
+
+        The append goes through ``appender``, a handle with no read consistency, brought to the newest
+        version only when the version read under the lock says another commit came in between. With a
+        zero interval, LanceDB first lists the whole ``_versions`` directory on every call: a 14-row
+        append took 2.2 ms with 2 versions kept, 7.0 ms with 2,000 and 9.7 ms with 4,000, against
+        1.9-2.0 ms at any count without it (measured alone; sustained writing keeps ~1,000-3,600).
+        """
+
+        def commit(version: int | None) -> Any:
+            self._fix_id_collisions(rows, version)
+            schema = self._schema_at(version)
+            appender = self._appender_at(version)
+            result = appender.add(commits.to_arrow(rows, schema))
+            self._appender_version = int(result.version) if appender is not self.table else None
+            if version is not None and result.version == version + 1:  # nobody else committed meanwhile
+                self._schema = (result.version, schema)  # and an append keeps the schema
+            return result
+
+        self.commit(commit, lambda cache, result, before: cache.apply_add(rows, before, result.version))
+
+    def update(self, memory_id: str, values: dict[str, Any]) -> int:
+        """Update columns in place (vectors of untouched columns stay bit-exact); returns rows updated."""
+        where = filters.eq("id", memory_id)
+        result = self.commit(lambda _: self.table.update(where=where, values=values),
+                              lambda cache, r, before: cache.apply_update(memory_id, values, before, r.version))
+        return int(result.rows_updated)
+
+    def delete(self, memory_id: str) -> int:
+        where = filters.eq("id", memory_id)
+        result = self.commit(lambda _: self.table.delete(where),
+                              lambda cache, r, before: cache.apply_delete([memory_id], before, r.version))
+        return int(result.num_deleted_rows)
+
+    def optimize(self) -> None:
+        """Compact fragments and prune the versions superseded more than ``OLD_VERSIONS_KEPT`` ago
+        (``retention``: a reader still on a version that was the newest since then survives)."""
+
+        def change(_: int | None) -> Any:
+            return self.table.optimize(cleanup_older_than=retention.prune_age(self.versions_dir, OLD_VERSIONS_KEPT))
+
+        self.commit(change, self._after_rewrite)
+
+    def merge_tail(self, rows: int) -> int:
+        """Rewrite the last ``rows`` rows into one fragment (``tail_merge``); returns the rows rewritten."""
+        return tail_merge.merge_tail(self, rows)
+
+    def commit(self, change: Callable[[int | None], T], tell: Callable[[VectorCache, T, int], None]) -> T:
+        """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it.
+
+        ``change`` gets the table version read under the lock (None without a cache), off the version
+        directory's files (``version_probe``: ~20 µs) rather than from LanceDB, whose call through its
+        event loop took 2-7 ms under load.
+        """
+
+        def locked() -> T:
+            if self.cache is None:
+                return change(None)
+            with self.cache.writing():  # searches meanwhile answer from the pre-commit state
+                before = self.probe.current()
+                result = change(before)
+                tell(self.cache, result, before)
+            return result
+
+        return commits.locked_with_retry(self.lock, locked)
+
+    def _after_rewrite(self, cache: VectorCache, _: object, before: int) -> None:
+        cache.apply_rewrite(before, self.version())  # optimize returns no version
+        if self.count() != len(cache):  # a compaction never changes the rows; if they differ, reload
+            cache.invalidate()
+
+    def _fix_id_collisions(self, rows: list[dict[str, Any]], version: int | None) -> None:
+        for _ in range(10):
+            ids = [row["id"] for row in rows]
+            taken = self._taken_ids(ids, version)
+            seen: set[str] = set()
+            clashes = 0
+            for row in rows:
+                if row["id"] in taken or row["id"] in seen:
+                    row["id"] = new_id()
+                    clashes += 1
+                seen.add(row["id"])
+            if not clashes:
+                return
+            logger.info("regenerated %d colliding memory ids", clashes)
+        raise RuntimeError("could not find free memory ids")
+
+    def _taken_ids(self, ids: list[str], version: int | None) -> set[str]:
+        """Which ids exist: a dict lookup in a cache at ``version`` (the table's, read under the lock
+        the caller holds), else an IN-list scan."""
+        # Strictly at the table's version: our commit is in flight here, and ``is_current`` would
+        # accept that even if another process had added rows since.
+        if self.cache is not None and version is not None and self.cache.version == version:
+            taken = self.cache.known_ids(ids)
+            if taken is not None:
+                return taken
+        return {r["id"] for r in self._scan_rows(ids, ["id"])}  # not the cache: it may be behind
+
+    def _appender_at(self, version: int | None) -> Any:
+        """The append handle, moved to the newest version unless it is known to be at ``version``.
+
+        Even a handle left behind (a writer that ignores our lock) commits correctly: Lance finds the
+        newer versions at commit time and rebases the append onto them.
+        """
+        if self.appender is not self.table and (version is None or self._appender_version != version):
+            self.appender.checkout_latest()
+        return self.appender
+
+    def _schema_at(self, version: int | None) -> pa.Schema:
+        """The table's schema at ``version`` (read under the write lock; None: unknown).
+
+        Each read is a LanceDB call through its event loop, 1-3 ms under load: half of a commit's
+        Python time. A schema changes only with a commit, so the schema our last append left is
+        still the table's while the table is at that append's version.
+        """
+        if version is None or self._schema is None or self._schema[0] != version:
+            return self.table.schema
+        return self._schema[1]
+
+
+
+def _at_least(rows: list[dict[str, Any]], min_score: float | None) -> list[dict[str, Any]]:
+    return rows if min_score is None else [row for row in rows if row["score"] >= min_score]
+
+
+def _cache_scope(where: str | None) -> tuple[bool, str | None]:
+    """(the cache can answer, scope) for the filters the service uses: none, or one scope equality."""
+    if where is None:
+        return True, None
+    match = _SCOPE_EQ.fullmatch(where)
+    return (True, match.group(1).replace("''", "'")) if match else (False, None)
+
