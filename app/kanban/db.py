@@ -59,6 +59,8 @@ class Database:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
+        self._watcher: sqlite3.Connection | None = None
+        self._watcher_lock = threading.Lock()
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -105,6 +107,17 @@ class Database:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` on a connection of its own that never writes.
+
+        The number changes whenever any other connection, in this process or another, commits, so
+        it tells a watcher that the board changed without reading a row.
+        """
+        with self._watcher_lock:
+            if self._watcher is None:
+                self._watcher = self._connect()
+            return int(self._watcher.execute("PRAGMA data_version").fetchone()[0])
 
     def migrate(self) -> int:
         """Bring the schema to ``SCHEMA_VERSION``; safe when several processes start at once."""

@@ -128,6 +128,14 @@ class KanbanService:
             values["steps"], values["current_step"] = steps, check.check_current_step(step, steps)
         return values
 
+    async def delete_task(self, task_id: str) -> Task:
+        """Delete a task with its notes and history (its jobs stay). Raises: InvalidTaskId, TaskNotFound."""
+        return await asyncio.to_thread(self.tasks.delete, check.normalize_task_id(task_id))
+
+    async def change_marker(self) -> int:
+        """A number that changes whenever anyone, in any process, commits to the board's database."""
+        return await asyncio.to_thread(self._db.data_version)
+
     async def add_note(self, task_id: str, text: str, *, author: str | None = None) -> Note:
         """Append a note. Raises: InvalidInput, TaskNotFound."""
         canonical = check.normalize_task_id(task_id)

@@ -160,6 +160,19 @@ class TaskStore:
                              (*values.values(), now_ms(), task_id))
             return self._get(conn, task_id)
 
+    def delete(self, task_id: str) -> Task:
+        """Remove a task with its notes and history; its jobs stay, as the record of what ran.
+
+        Raises:
+            TaskNotFound.
+        """
+        with self.db.write() as conn:
+            task = self._get(conn, task_id)
+            conn.execute("DELETE FROM notes WHERE task_id = ?", (task_id,))
+            conn.execute("DELETE FROM history WHERE task_id = ?", (task_id,))
+            conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
+            return task
+
     def add_note(self, task_id: str, text: str, author: str | None) -> Note:
         """Append a note (never overwrites). Raises: TaskNotFound."""
         stamp = now_ms()

@@ -84,6 +84,12 @@ async def update_task(task_id: str, body: PatchTaskBody, request: Request, kanba
     return await kanban.update_task(task_id, changes, actor=_actor(request, body.actor))
 
 
+@router.delete("/tasks/{task_id}")
+async def delete_task(task_id: str, kanban: KanbanServiceDep) -> Task:
+    """Delete the task with its notes and history; answers with the task as it was."""
+    return await kanban.delete_task(task_id)
+
+
 @router.post("/tasks/{task_id}/move")
 async def move_card(task_id: str, body: MoveBody, request: Request, kanban: KanbanServiceDep) -> Task:
     return await kanban.move_card(

@@ -248,3 +248,31 @@ async def test_database_parent_directories_are_created(make_settings, tmp_path: 
     async with KanbanService.open(settings) as service:
         await service.create_task("t", "a")
     assert settings.kanban_db_path.is_file()
+
+
+async def test_delete_task_removes_it_with_its_notes_and_history(kanban: KanbanService) -> None:
+    doomed = await kanban.create_task("Doomed", "a")
+    kept = await kanban.create_task("Kept", "a")
+    await kanban.add_note(doomed.id, "gone with it", author="a")
+    deleted = await kanban.delete_task(f"{doomed.id}-Doomed")
+    assert deleted.id == doomed.id and deleted.title == "Doomed"
+    assert [t.id for t in await kanban.list_tasks()] == [kept.id]
+    with pytest.raises(TaskNotFound):
+        await kanban.get_task(doomed.id)
+    with pytest.raises(TaskNotFound):
+        await kanban.delete_task(doomed.id)
+    assert (await kanban.create_task("Next", "a")).id == "TASK-00003"  # a deleted id is never handed out again
+
+
+async def test_change_marker_moves_on_every_commit_by_anyone_and_only_then(kanban: KanbanService,
+                                                                          settings: Settings) -> None:
+    first = await kanban.change_marker()
+    assert await kanban.change_marker() == first
+    task = await kanban.create_task("Watched", "a")
+    after_create = await kanban.change_marker()
+    assert after_create != first
+    other = Database(settings.kanban_db_path)  # another writer on the same file, as another process would be
+    with other.write() as conn:
+        conn.execute("UPDATE tasks SET title = 'Renamed elsewhere' WHERE id = ?", (task.id,))
+    other.close()
+    assert await kanban.change_marker() not in (first, after_create)

@@ -77,6 +77,16 @@ def test_errors_have_detail_and_code(client: httpx.Client) -> None:
     assert client.get("/jobs/job-unknown").json()["code"] == "job_not_found"
 
 
+def test_delete_task_over_http_answers_with_the_task_then_it_is_gone(client: httpx.Client) -> None:
+    task_id = client.post("/tasks", json={"title": "Drop me", "assignee": "a"}).json()["id"]
+    deleted = client.delete(f"/tasks/{task_id}")
+    assert deleted.status_code == 200 and deleted.json()["title"] == "Drop me"
+    assert client.get(f"/tasks/{task_id}").json()["code"] == "task_not_found"
+    again = client.delete(f"/tasks/{task_id}")
+    assert (again.status_code, again.json()["code"]) == (404, "task_not_found")
+    assert client.delete("/tasks/not-a-task").json()["code"] == "invalid_task_id"
+
+
 async def test_claim_race_over_http_has_one_winner(live_server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=f"{live_server.url}/api/kanban", timeout=30) as http:
         task_id = (await http.post("/tasks", json={"title": "Claim", "assignee": "a"})).json()["id"]
