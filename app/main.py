@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from app import gc_pause, heap
+from app import __version__, gc_pause, heap
 from app.container import Services
 from app.edge.guard import EdgeGuard
 from app.errors import AppError
@@ -19,6 +19,7 @@ from app.memory.service import MemoryService
 from app.rest import health, kanban, memory
 from app.rest.errors import install_error_handlers
 from app.settings import Settings
+from app.web import events as web_events
 from app.web import routes as web
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
 
     app = FastAPI(
         title="memory-mcp",
-        version="0.1.0",
+        version=__version__,
         summary="Shared semantic memory and kanban board for AI coding agents",
         lifespan=lifespan,
     )
@@ -68,6 +69,7 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
     app.include_router(memory.router)
     app.include_router(kanban.router)
     app.include_router(web.router)
+    app.include_router(web_events.router_for(services))
     mcp_front.install(app)
     app.add_middleware(EdgeGuard, settings=settings)
     return app

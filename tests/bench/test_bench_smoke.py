@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import locomo, speed, sustained
-from bench.locomo_data import dataset_path
+from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow
 
@@ -17,8 +17,10 @@ def _between_0_and_1(value: float) -> bool:
     return 0.0 <= value <= 1.0
 
 
-def test_locomo_on_one_conversation_matches_exact_search_and_reports_every_metric(tmp_path: Path) -> None:
-    assert dataset_path().exists(), f"LoCoMo data expected at {dataset_path()} (shared/ beside the checkout)"
+def test_locomo_on_one_conversation_matches_exact_search_and_reports_every_metric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_MCP_LOCOMO", str(write_locomo(tmp_path / "locomo.json")))
     locomo.main(["--models", "hash", "--conversations", "1", "--max-turns", "200", "--no-cache",
                  "--keyword-pool", "20",
                  "--results-dir", str(tmp_path), "--output", "smoke"])
@@ -32,6 +34,7 @@ def test_locomo_on_one_conversation_matches_exact_search_and_reports_every_metri
     assert overall["frac@10"] <= overall["hit@10"]
     methods = {e["method"] for e in payload["experiments"]}
     assert {"bm25", "exact:hash", "rrf:hash+bm25", "hybrid:hash+bm25", "rerank-union:hash+bm25"} <= methods
+    assert payload["dataset"] == str(tmp_path / "locomo.json")
     bm25 = next(e for e in payload["experiments"] if e["method"] == "bm25")
     assert bm25["all"]["all"]["hit@10"] > 0.2  # lexical search finds evidence on LoCoMo; 0 would mean a bug
     assert service["timing"]["ingest_s"] > 0 and service["timing"]["recall_latency"]["p50_ms"] > 0
@@ -65,3 +68,16 @@ def test_sustained_load_on_200_memories_reports_every_window(tmp_path: Path) -> 
     assert [w["from_s"] for w in payload["windows"]] == [0.0, 1.0, 2.0]
     assert sum(w["per_s"] for w in payload["windows"]) > 0 and all(w["errors"] == 0 for w in payload["windows"])
     assert payload["writes"] > 0 and payload["versions"] >= 2 and payload["data_files"] >= 1
+
+
+def test_locomo_without_the_dataset_says_where_to_put_it_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere" / "locomo10.json"
+    monkeypatch.setenv("MEMORY_MCP_LOCOMO", str(missing))
+    with pytest.raises(SystemExit) as exit_info:
+        locomo.main(["--models", "hash", "--results-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "MEMORY_MCP_LOCOMO" in err
+    assert "Traceback" not in err and not list(tmp_path.glob("*.json"))
