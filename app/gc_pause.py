@@ -1,12 +1,11 @@
 """Keep the cyclic garbage collector from stopping the server for a tenth of a second at a time.
 
-Why: a full collection walks every object the collector tracks, and after start-up that is ~190k
-objects (the modules of FastAPI, pydantic, the MCP SDK, LanceDB). On this machine one walk took
-120-135 ms, holding the GIL, so every request in flight waited. Under 32 remember clients at 100k
-rows a full collection ran every ~1.5 s; the quarter-seconds with one had half the throughput of the
-others (250 against 500-600 writes/s) and 200 ms requests. What is alive once the server is ready
-lives as long as the server, so it is moved out of the collector's sight (``gc.freeze``); everything
-allocated later is still collected.
+Why: a full collection walks every object the collector tracks, and after start-up that is a great
+many (the modules of FastAPI, pydantic, the MCP SDK, LanceDB). One walk holds the GIL for over a tenth
+of a second, so every request in flight waits, and under sustained writes full collections came often
+enough to halve throughput while they ran (docs/performance.md, 'Garbage-collector pauses'). What is
+alive once the server is ready lives as long as the server, so it is moved out of the collector's
+sight (``gc.freeze``); everything allocated later is still collected.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Keep the C heap from holding on to memory the process no longer uses (glibc only; no-op elsewhere).
 
 Why: a vector-cache reload decodes the table in LanceDB's worker threads, and glibc gives every
-thread that allocates at once an arena of its own and keeps freed pages inside it. Measured at
-100k x 512: 733 MB resident after loading the cache, 614 MB after ``malloc_trim``; with the arenas
-capped at two and Arrow on malloc, 577 MB, of which the cache is 275 MB.
+thread that allocates at once an arena of its own and keeps freed pages inside it, so the process
+stays far larger than what it holds. Trimming, fewer arenas and Arrow on malloc give those pages
+back (docs/performance.md, 'Heap arenas and trimming').
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # from glibc's malloc.h
 ARENAS = 2
-# A trim takes 1.5-3 ms at 100k rows; every few seconds keeps the transients of recalls and writes
-# (+30 MB and +45 MB resident at 100k without it) from piling up, at about 0.1% of a core.
+# A trim costs a few milliseconds, so every few seconds keeps the transients of recalls and writes
+# from piling up at a negligible share of a core (docs/performance.md, 'Heap arenas and trimming').
 TRIM_EVERY_S = 3.0
 
 
@@ -46,13 +46,13 @@ def tune_allocators(arenas: int = ARENAS) -> bool:
     threads start); True if the arena cap was applied.
 
     Arrow's default pool (mimalloc) keeps the pages of freed buffers for reuse, so every vector-cache
-    search left a few MB more resident (+27 MB over 20 searches at 100k); on malloc they are
-    returned by ``release_free_memory`` like everything else.
+    search left a few MB more resident; on malloc they are returned by ``release_free_memory`` like
+    everything else (docs/performance.md, 'Heap arenas and trimming').
     """
     pa.set_memory_pool(pa.system_memory_pool())
     libc = _libc()
-    # Not fixed mmap/trim thresholds: measured, they made every search give its pages back and
-    # fault them in again (vector-cache search 19 -> 45 ms at 100k).
+    # Not fixed mmap/trim thresholds: they made every search give its pages back and fault them in
+    # again, which more than doubled a vector-cache search (docs/performance.md, 'Heap arenas and trimming').
     return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas))
 
 

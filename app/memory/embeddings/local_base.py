@@ -22,7 +22,8 @@ DOCUMENT = "document"
 QUERY = "query"
 
 
-#: Seconds one batch may take in a model child before it is deemed hung (64 texts take ~0.1 s).
+#: Seconds one batch may take in a model child before it is deemed hung (a full batch normally takes
+#: a fraction of a second; docs/performance.md, 'Model batch sizes and timeouts').
 PROCESS_REPLY_TIMEOUT_S = 60.0
 
 

@@ -20,8 +20,9 @@ from app.memory.embeddings.registry import register
 if TYPE_CHECKING:  # the model child imports this module; it needs no settings (nor pydantic)
     from app.settings import Settings
 
-# A batch of 64 takes ~1.5 s on one core; smaller batches keep a query that queues behind
-# document batches from waiting that long, and throughput is flat above a few texts.
+# A batch of 64 takes more than a second on one core; smaller batches keep a query that queues behind
+# document batches from waiting that long, and throughput is flat above a few texts
+# (docs/performance.md, 'Model batch sizes and timeouts').
 E5_MAX_BATCH = 16
 
 

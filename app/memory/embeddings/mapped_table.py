@@ -2,9 +2,9 @@
 
 Why: USE keeps a 62.5 MB uint8 token-embedding table (one 512-byte row per vocabulary piece) in
 anonymous memory, although a text touches only the rows of its own pieces. Mapped from a file, only
-the pages of pieces actually seen become resident (LoCoMo's 5,882 dialog turns use 5,683 pieces:
-17 MB of the 62.5 resident after embedding them all), and those pages are clean, so the kernel can
-drop them under pressure and processes sharing the file share them.
+the pages of pieces actually seen become resident (a small part of the table even after a whole
+benchmark corpus; docs/performance.md, 'Mapped token table'), and those pages are clean, so the
+kernel can drop them under pressure and processes sharing the file share them.
 
 The file is a derived copy, never the source: the model still decodes its table from the package on
 every load, and the file is compared with that table (read in chunks, not through the mapping, so the
@@ -31,7 +31,7 @@ CHUNK_BYTES = 2**20  # small: the check's buffers stay in the heap afterwards
 def file_name(stem: str, table: np.ndarray) -> str:
     """The file's name, from a digest of the table's bytes, shape and type: files with other contents
     (another model version sharing the directory) never take its name, so a file found under it and
-    holding the right bytes stays right (~0.1 s for 62.5 MB)."""
+    holding the right bytes stays right (hashing adds a fraction of a second to a load)."""
     digest = hashlib.blake2b(digest_size=12)
     digest.update(f"{table.dtype.str}:{table.shape}".encode())
     digest.update(table.reshape(-1).view(np.uint8).data)
@@ -93,11 +93,11 @@ def _write(path: Path, table: np.ndarray) -> None:
 def _mapped(path: Path, like: np.ndarray) -> np.ndarray:
     with path.open("rb") as file:
         mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        # Without these two, the first faults map in most of the file (measured: 2,000 texts left
-        # 58.5 MB of the 62.5 resident, against 3.7 MB): the check above leaves the whole file in
-        # the page cache, and a fault maps the cached pages around it too (fault-around, large
-        # folios); readahead does the same from disk. Dropping our unmapped cached pages (pages
-        # other processes map stay) and asking for random access make a fault bring in its page.
+        # Without these two, the first faults map in most of the file (docs/performance.md, 'Mapped
+        # token table'): the check above leaves the whole file in the page cache, and a fault maps
+        # the cached pages around it too (fault-around, large folios); readahead does the same from
+        # disk. Dropping our unmapped cached pages (pages other processes map stay) and asking for
+        # random access make a fault bring in its page.
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         if hasattr(mmap, "MADV_RANDOM"):

@@ -1,10 +1,10 @@
 """Run an in-process model in a child process of its own, so it and the server never share a GIL.
 
-Why: under 128 concurrent writers the USE model spent 1.6 ms of CPU per text in the server but
-2.6 ms of wall time; 40% of the time it waited for the GIL, which the event loop, the LanceDB
-threads and the model's own pure-Python tokenizer took turns holding. The embedder was the
-bottleneck (355 remembers/s). In a child process the model keeps a core to itself and the
-server's threads no longer wait for the tokenizer.
+Why: under many concurrent writers the USE model in the server spent much of its wall time waiting
+for the GIL, which the event loop, the LanceDB threads and the model's own pure-Python tokenizer took
+turns holding, and the embedder was the bottleneck (docs/performance.md, 'Model child process'). In
+a child process the model keeps a core to itself and the server's threads no longer wait for the
+tokenizer.
 
 Protocol, over the child's stdin and stdout (the child moves its own fd 1 to stderr first, so a
 stray print in a model library cannot corrupt it): every message is a 4-byte big-endian length,

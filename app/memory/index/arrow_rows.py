@@ -42,8 +42,9 @@ class ArrowRows:
 
     def take(self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Rows at ``indices`` (any order), taken from their own chunks: a search wants a few rows,
-        and a take over the whole chunked table cost 4 ms at 100k rows in 250 chunks. ``columns``:
-        only those (turning the text of every row into Python was 14% of a duplicate check's time)."""
+        and a take over the whole chunked table touches every chunk. ``columns``: only those (turning
+        the text of every row into Python was a noticeable share of a duplicate check's time;
+        docs/performance.md, 'Duplicate checks')."""
         wanted = np.asarray(indices, dtype=np.int64)
         chunks = np.searchsorted(np.asarray(self.starts, dtype=np.int64), wanted, side="right") - 1
         rows: list[dict[str, Any]] = [{}] * len(wanted)

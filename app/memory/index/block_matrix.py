@@ -1,8 +1,8 @@
 """A row matrix stored as fixed-size blocks, so it grows without ever being copied.
 
 Why: one contiguous matrix must be reallocated to grow, and ``np.resize`` holds the old and the
-new copy at once: at 100k x 512 that is 200 MB + 300 MB for a moment, which was the server's RSS
-peak under writes. Blocks of ``BLOCK_ROWS`` rows are only ever appended; the unused tail is at
+new copy at once, which was the server's RSS peak under writes (docs/performance.md, 'Blocks
+instead of one matrix'). Blocks of ``BLOCK_ROWS`` rows are only ever appended; the unused tail is at
 most one block (8 MB at 512-d). A product over the blocks costs what one over the whole matrix
 costs (each block is still thousands of rows, well past where BLAS reaches full speed).
 
@@ -63,9 +63,9 @@ def rows_reaching(blocks: Sequence[np.ndarray], n: int, queries: np.ndarray,
     its threshold.
 
     Why rows-by-queries, block by block: for a narrow matrix (the 32 columns of ``score_bounds``)
-    OpenBLAS computes ``block . queries.T`` about twice as fast as ``queries . block.T``, and testing
-    each block's products while they are in cache, as one flat mask, is cheaper than a (k x n) score
-    array tested query by query (100k x 32, 16 queries, one thread: 2.4 ms against 3.6).
+    OpenBLAS computes ``block . queries.T`` faster than ``queries . block.T``, and testing each
+    block's products while they are in cache, as one flat mask, is cheaper than a (k x n) score
+    array tested query by query (docs/performance.md, 'Duplicate checks').
     """
     k = len(queries)
     if not n or not k:

@@ -15,10 +15,9 @@ from app.memory.index.score_bounds import candidates
 #: Past this share of a scope's rows as candidates, one full product is cheaper than gathering them.
 MAX_CANDIDATE_SHARE = 0.05
 #: A batch's candidates are gathered together up to this share of the rows (and ``MAX_CANDIDATE_SHARE``
-#: per query). Why: a full product costs more with every query it serves, a gather only with the rows
-#: (100k x 512, 15 queries, one thread: full product 14.1 ms; gathering 5k rows 1.2 ms, 20k 5.1 ms, 40k
-#: 10.7 ms). Capped at 5% for the whole batch, 4% of the duplicate-check batches at 100k (32 writers)
-#: took the full product (on two threads); the search thread's CPU per remember went 0.66-0.74 -> 0.63-0.65 ms.
+#: per query). Why: a full product costs more with every query it serves, a gather only with the rows,
+#: so a batch of checks can gather far more rows than one check before the full product is cheaper; a
+#: lower cap sent batches to the full product needlessly (docs/performance.md, 'Duplicate checks').
 MAX_UNION_SHARE = 0.25
 
 

@@ -1,12 +1,12 @@
 """The vector cache's rows as int8 codes in memory, with exact float32 copies on disk, searched exactly.
 
-Why: a float32 matrix was 200 of the server's ~500 MB at 100k x 512. Each row ``v`` is kept as
+Why: a float32 matrix was the largest part of the server's memory. Each row ``v`` is kept as
 codes ``c = round(v / s)`` with one scale ``s = max|v| / 127`` per row (a quarter of the memory),
 and its float32 values go to a ``RowFile``. SIMD int8 products (numkong) score every row in a
-third of the time numpy's float32 product takes on this machine (1.8 vs 5 ms at 100k), and a batch
-of queries in little more: packed once, the queries are multiplied with each block of codes as
-one int8 matrix product that reuses every loaded row across them (100k x 512 on one thread: 4
-queries 2.8 ms, 12 queries 4.8 ms, 20 queries 6.6 ms, where a pass per query took 5.3 / 16.2 / 25.4).
+fraction of the time numpy's float32 product takes on this machine, and a batch of queries in
+little more: packed once, the queries are multiplied with each block of codes as one int8 matrix
+product that reuses every loaded row across them, where a pass per query reads every row again
+(docs/performance.md, 'int8 codes and the exact rescore').
 
 Exactness: with ``v~ = s c`` and the query ``q~`` quantized the same way,
 
@@ -14,7 +14,7 @@ Exactness: with ``v~ = s c`` and the query ``q~`` quantized the same way,
 
 so each row's approximate score comes with a bound on its error (the two row norms are stored).
 The top ``k`` rows all have upper bounds at least the ``k``-th largest lower bound; only those rows
-(17 on average, 27 at most, on the speed corpus at 100k) are read back from the file and scored in
+(rarely more than a few dozen on the benchmark's corpus) are read back from the file and scored in
 float32. The answer is the exact float32 top-k whatever the data; near-duplicates only make more
 rows qualify.
 """
@@ -114,7 +114,7 @@ class Approximation(NamedTuple):
     """Per query (rows) and matrix row (columns): approximate scores, and their error bounds on demand.
 
     Bounds are computed only for the rows that need them (``candidates``): for every row and query
-    they were a fifth of a batch's time.
+    they were a sizeable share of a batch's time (docs/performance.md, 'int8 codes and the exact rescore').
     """
 
     scores: np.ndarray  # (queries x rows)
@@ -161,10 +161,11 @@ def approximate_at(snap: Snapshot, positions: np.ndarray, queries: np.ndarray) -
     """Scores of ``queries`` (k x d) at ascending ``positions`` only, with error bounds: codes gathered
     from memory once for the whole batch.
 
-    Why: a threshold search's projected bounds leave tens to hundreds of candidates; reading all of
-    them back from the row file cost a quarter of a core under 400 writes/s. Their codes narrow them
-    to the few whose score can still reach the threshold first. One gather for a batch's candidates
-    together: gathered per query, the per-block copies were half of a duplicate check's time.
+    Why: a threshold search's projected bounds leave tens to hundreds of candidates, and reading all
+    of them back from the row file cost a good share of a core under heavy writes. Their codes narrow
+    them to the few whose score can still reach the threshold first. One gather for a batch's
+    candidates together: gathered per query, the per-block copies dominated a duplicate check
+    (docs/performance.md, 'Duplicate checks').
     """
     positions = np.asarray(positions, dtype=np.int64)
     gathered = np.empty((len(positions), queries.shape[-1]), dtype=np.int8)
@@ -220,7 +221,7 @@ def candidates(approx: Approximation, qi: int, mask: np.ndarray, limit: int,
     if k <= 0:
         return np.empty(0, dtype=np.int64)
     # Only the allowed scores are partitioned: padded with -inf for the rest, the many equal values
-    # made the selection 12x slower (5,000 rows, 5% allowed: 303 us instead of 26).
+    # made the selection an order of magnitude slower (docs/performance.md, 'int8 codes and the exact rescore').
     kth = float(np.partition(allowed, len(allowed) - k)[len(allowed) - k])
     widest = approx.widest_error(qi)
     reach = kth - 2 * widest

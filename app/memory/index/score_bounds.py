@@ -1,8 +1,8 @@
 """Exact upper bounds on cosine scores from a low-rank projection, so a threshold search scores few rows.
 
 Why: every remember asks "is any row of this scope at least 0.85 similar?". Answered with a full
-product, at 100k x 512 that took 3.3 ms of one core per write (32 checks batched: 106 ms), so 500
-writes/s would need 1.65 of this machine's 2 cores for duplicate checks alone.
+product, duplicate checks alone would need most of this machine's two cores at the target write rate
+(docs/performance.md, 'Duplicate checks').
 
 For vectors q, x, an orthonormal basis P (d x k) and the residuals r = v - P P^T v,
 
@@ -11,9 +11,9 @@ For vectors q, x, an orthonormal basis P (d x k) and the residuals r = v - P P^T
 so with each row stored as ``[P^T x, |r_x|]`` one (b x (k+1)) . ((k+1) x n) product bounds every
 row's score, and only the rows whose bound reaches the threshold are scored exactly. The bound
 holds for any basis: results are exact whatever the data. P is the rows' top principal directions
-only so that the bound is tight: on the speed corpus (USE, 100k rows) k = 31 left 0.06% of the rows
-as candidates at 0.85 on average and 0.43% at worst; for the benchmark's new texts (remember phase)
-0.25% on average and 1.8% at worst, which ``quantized_matrix.approximate_at`` narrows further.
+only so that the bound is tight: with k = ``RANK`` it leaves a small fraction of the rows as
+candidates (docs/performance.md, 'Duplicate checks'), which ``quantized_matrix.approximate_at``
+narrows further.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """One thread answers every vector-cache search, coalescing the searches queued meanwhile.
 
-Why: at 100k x 512 one search reads the whole 200 MB matrix; it is memory-bound, so k concurrent
-searches (every remember runs a duplicate check) done one by one read it k times, each in its own
-thread, and OpenBLAS's own threads oversubscribe two cores (measured: 16 ms a search under load
-vs 6 ms alone). Here the searches that arrive while one product runs wait for the next one, which
-answers all of them with ONE (k x d) . (d x n) product, so a burst of searches costs about one
-matrix pass plus k partial sorts.
+Why: one search reads the whole matrix; it is memory-bound, so k concurrent searches (every
+remember runs a duplicate check) done one by one read it k times, each in its own thread, and
+OpenBLAS's own threads oversubscribe two cores, so a search under load took several times as long
+as alone (docs/performance.md, 'The search thread'). Here the searches that arrive while one
+product runs wait for the next one, which answers all of them with ONE (k x d) . (d x n) product,
+so a burst of searches costs about one matrix pass plus k partial sorts.
 
-BLAS always runs on one thread: OpenBLAS's own threads spin between calls (measured at 100k: a
-lone recall cost 26 ms of CPU with two BLAS threads, 12 ms with one, at the same latency). Instead,
+BLAS always runs on one thread: OpenBLAS's own threads spin between calls, so two of them cost a
+lone recall twice the CPU for the same latency (docs/performance.md, 'The search thread'). Instead,
 on large tables, a helper thread of ours computes half of each product's columns while this
 thread computes the other half, so a search still uses both cores and then lets them go.
 

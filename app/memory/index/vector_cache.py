@@ -1,10 +1,11 @@
 """Exact top-k from an in-memory copy of the table, kept at the table's version.
 
-Why: LanceDB's flat scan decodes the whole vector column for every query (15-30x slower than a
-numpy product over the same vectors at 100k rows), and an ANN index is approximate. The cache holds
+Why: LanceDB's flat scan decodes the whole vector column for every query (an order of magnitude
+slower than a numpy product over the same vectors), and an ANN index is approximate. The cache holds
 the vectors as int8 codes in memory with exact float32 copies on disk (``quantized_matrix``) plus the
 other columns as Arrow, answers a search with one int8 product, a partial sort and a float32 rescore
-of the few rows that can still be in the top k, and is exact by construction.
+of the few rows that can still be in the top k, and is exact by construction (docs/performance.md,
+'The vector cache against LanceDB').
 
 Consistency: the cache records the table version it reflects. Our own commits update it in place
 (``apply_*`` with the versions before and after the commit, read under the write lock); when the
@@ -177,8 +178,8 @@ class VectorCache:
         Past it: a version read just before one of our commits landed may be compared after the cache
         took that commit in. The cache only ever moves from one version to the next through a commit
         it checked (or a reload), and versions only grow, so it holds everything up to ``version``.
-        Under 32 writers this race made searches reload the whole cache (1-4 s at 100k rows) every
-        few seconds.
+        Under many concurrent writers this race made searches reload the whole cache, seconds of
+        work at 100k rows, every few seconds (docs/performance.md, 'The vector cache against LanceDB').
         """
         return self.version is not None and (self.version >= version or self._writes_in_flight > 0)
 
@@ -336,8 +337,8 @@ class VectorCache:
         """``columns`` of the live rows in ``scope`` (None: every scope), in cache order, as the table
         holds them at ``version``; None when the cache cannot answer at ``version``.
 
-        Why: keyword search decodes the text of a whole scope; from LanceDB that scan was half of its
-        time (10k rows: 7 of 13 ms; 100k: 41 of 112), here the columns are already in memory.
+        Why: keyword search decodes the text of a whole scope; from LanceDB that scan was a large share
+        of its time (docs/performance.md, 'Keyword scan from the cache'), here the columns are already in memory.
         """
         with self._lock:
             if not self._answers_at(version) or any(c not in self.row_columns for c in columns):

@@ -22,7 +22,7 @@ from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_
 from app.settings import Settings
 
 Status = Literal["ok", "warn", "fail"]
-#: More fragments than this make filtered searches slow (5,000 fragments: 1.3 s instead of 5-15 ms).
+#: More fragments than this make filtered searches slow (docs/performance.md, 'Compaction and tail merges').
 FRAGMENTS_WARN = 100
 
 

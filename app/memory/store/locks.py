@@ -46,7 +46,8 @@ class WriteLock:
         self.flock_path = db_path / FLOCK_NAME
         self._thread_lock = threading.Lock()
         # The refresher is one thread for the lock's lifetime, not one per commit: starting and
-        # joining a thread each waits for a GIL hand-off, up to 5 ms each under load.
+        # joining a thread each waits for a GIL hand-off, which costs milliseconds under load
+        # (docs/performance.md, 'Write lock').
         self._held_guard = threading.Lock()  # the refresher touches only a directory we hold
         self._held = False
         self._refresher: threading.Thread | None = None

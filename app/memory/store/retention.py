@@ -11,9 +11,10 @@ it fails. Here the age handed to Lance reaches back to the creation of the versi
 
 Creation times are the manifests' mtimes (Lance stamps a version, then writes its manifest: mtime >=
 stamp). ``MARGIN`` covers the time between this reading and Lance's own clock reading, which comes after
-the compaction that ``optimize`` runs first (1.5-3.7 s at 100k rows). A compaction longer than the margin
-only shortens the window by the difference. Where the manifests cannot be listed (object storage,
-unknown names) only ``keep`` is applied, plus the margin.
+the compaction that ``optimize`` runs first (a few seconds at 100k rows; docs/performance.md, 'Compaction
+and tail merges'). A compaction longer than the margin only shortens the window by the difference.
+Where the manifests cannot be listed (object storage, unknown names) only ``keep`` is applied, plus the
+margin.
 """
 
 from __future__ import annotations

@@ -37,14 +37,12 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Old versions stay this long after they stopped being the newest (``retention``), for readers still on
 # them (another process's scan, an export). Not longer: each version kept makes every LanceDB call
-# through a zero-interval handle ~1.9 us slower, the time going to directory listings (10k rows:
-# 4.1 / 7.9 / 13.8 ms a commit with 1k / 3k / 6k versions); appends avoid it (``add``), updates,
-# deletes and merges do not. At 36 commits/s, ten minutes are 21,600 versions: ~40 ms more a call.
+# through a zero-interval handle slower, the time going to directory listings; appends avoid it
+# (``add``), updates, deletes and merges do not (docs/performance.md, 'Old versions kept').
 OLD_VERSIONS_KEPT = timedelta(minutes=2)
-# LanceDB's caches are unbounded by default: measured 1,050 MiB RSS after 4,000 appends vs 288 MiB capped
-# at 64 MiB each. Reads go through the vector cache, so LanceDB's serve little but commits and scans: at
-# 100k rows, 500 single-row commits then 2,500 batched ones peaked at 597 MiB with 64 MiB caches and at
-# 535-565 MiB with 4-16 MiB (three runs), at the same remember throughput.
+# LanceDB's caches are unbounded by default, and under appends they came to hold more memory than the
+# rest of the server. Reads go through the vector cache, so LanceDB's serve little but commits and scans, and small
+# caches cost no remember throughput (docs/performance.md, 'LanceDB cache sizes').
 INDEX_CACHE_BYTES = 16 * 2**20
 METADATA_CACHE_BYTES = 16 * 2**20
 _SCOPE_EQ = re.compile(r"scope = '((?:[^']|'')*)'")  # the one filter form the cache answers (filters.eq)
@@ -131,7 +129,7 @@ class Store:
 
     def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray) -> list[dict[str, Any]]:
         """The rows of ``ids`` that exist (in ``ids`` order) with ``score`` = cosine to ``vector``:
-        from the cache when current, else read back with their vectors (an IN-list scan: 7 ms at 10k)."""
+        from the cache when current, else read back with their vectors (an IN-list scan)."""
         if self.cache is not None:
             rows = self.cache.rows_with_scores(ids, vector, self.probe.current())
             if rows is not None:
@@ -195,7 +193,7 @@ class Store:
 
     def get_rows(self, ids: Sequence[str], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The rows of ``ids`` that exist, in no set order: from the cache when it is current and holds
-        ``columns`` (it holds every row column, not the vector), else an IN-list scan (6-16 ms)."""
+        ``columns`` (it holds every row column, not the vector), else an IN-list scan."""
         if not ids:
             return []
         wanted = list(columns or self.row_columns)
@@ -221,9 +219,9 @@ class Store:
 
         The append goes through ``appender``, a handle with no read consistency, brought to the newest
         version only when the version read under the lock says another commit came in between. With a
-        zero interval, LanceDB first lists the whole ``_versions`` directory on every call: a 14-row
-        append took 2.2 ms with 2 versions kept, 7.0 ms with 2,000 and 9.7 ms with 4,000, against
-        1.9-2.0 ms at any count without it (measured alone; sustained writing keeps ~1,000-3,600).
+        zero interval, LanceDB first lists the whole ``_versions`` directory on every call, so an
+        append would cost more with every version kept; through this handle it does not
+        (docs/performance.md, 'Appends skip the version listing').
         """
 
         def commit(version: int | None) -> Any:
@@ -268,8 +266,8 @@ class Store:
         """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it.
 
         ``change`` gets the table version read under the lock (None without a cache), off the version
-        directory's files (``version_probe``: ~20 µs) rather than from LanceDB, whose call through its
-        event loop took 2-7 ms under load.
+        directory's files (``version_probe``) rather than from LanceDB, whose call through its event
+        loop is about a hundred times slower under load (docs/performance.md, 'Version reads').
         """
 
         def locked() -> T:
@@ -328,9 +326,9 @@ class Store:
     def _schema_at(self, version: int | None) -> pa.Schema:
         """The table's schema at ``version`` (read under the write lock; None: unknown).
 
-        Each read is a LanceDB call through its event loop, 1-3 ms under load: half of a commit's
-        Python time. A schema changes only with a commit, so the schema our last append left is
-        still the table's while the table is at that append's version.
+        Each read is a LanceDB call through its event loop, a large share of a commit's Python time
+        under load (docs/performance.md, 'Version reads'). A schema changes only with a commit, so the
+        schema our last append left is still the table's while the table is at that append's version.
         """
         if version is None or self._schema is None or self._schema[0] != version:
             return self.table.schema

@@ -2,7 +2,8 @@
 
 Every fragment makes each later commit slower, and a full ``optimize`` rewrites the whole table
 because Lance merges the small fragments into the large one before them. Rewriting only the tail, as
-an update of each row with its own values, costs a few tens of milliseconds (docs/performance.md).
+an update of each row with its own values, costs a few tens of milliseconds (docs/performance.md,
+'Compaction and tail merges').
 
 Other writers (ones that ignore our lock) keep their changes: a row is rewritten only if its columns
 still equal what was read, and the update re-checks that on a retry. Vectors are not compared (that

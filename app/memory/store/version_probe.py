@@ -2,8 +2,9 @@
 
 Why: the vector cache must see every commit acknowledged before a search was submitted, other
 processes' included, so the search thread checks the table version once per batch. With a zero
-read-consistency interval that is a LanceDB call through its background event loop: 0.6 ms alone,
-but 2-10 ms under load (20 concurrent recalls, or 32 remembers whose duplicate checks wait on it).
+read-consistency interval that is a LanceDB call through its background event loop: cheap alone, but
+milliseconds under load (concurrent recalls, or remembers whose duplicate checks wait on it), while
+reading the files takes microseconds (docs/performance.md, 'Version reads').
 
 Two shortcuts, each falling back to LanceDB when it cannot be sure:
 

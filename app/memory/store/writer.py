@@ -11,21 +11,21 @@ write has come for ``IDLE_MERGE_S``, it merges the fragments the commits since t
 into one.
 
 Why the row share: Lance merges the small new fragments together with the (smaller than a million
-rows) fragment before them, so a compaction rewrites the whole table: 1.5 s and 400 MB of new
-files at 100k x 512 (measured). Every 64 single-row commits that capped one writer at 17 rows/s;
-tied to the table's growth, the rewrite cost per written row stays bounded at any size.
+rows) fragment before them, so a compaction rewrites the whole table. On a fixed commit count that
+capped a single-row writer far below what it could commit; tied to the table's growth, the rewrite
+cost per written row stays bounded at any size (docs/performance.md, 'Compaction and tail merges').
 
 Why the tail merge: until then each single-row commit leaves a fragment, and each fragment makes
-every later commit slower (~11 us each: at 100k rows a 13-row append took 3.5 ms with 1 fragment and
-14 ms with 1,000; one writer at 1 row a commit would reach 6,250 fragments before the row share
-triggers). Merging a 128-commit tail takes ~50 ms at 100k rows, so merging every 128 commits keeps
-that overhead under ~1.4 ms a commit for ~0.4 ms a commit of merging (a full compaction costs 1.5 s).
+every later commit slower; one writer at one row a commit would pile up thousands of fragments before
+the row share triggers. Merging only the tail costs a small fraction of a full compaction, so merging
+every ``TAIL_MERGE_COMMITS`` commits keeps that overhead bounded for little merging work
+(docs/performance.md, 'Compaction and tail merges').
 
 Why idle time merges rather than compacts: a compaction on a timer (it was: 2 minutes after the last
 compaction, whenever there had been writes) broke the row share for a store written a memory every few
-minutes, the way agents write: the first write after each quiet spell rewrote the whole table (400 MB
-at 100k rows) for one row, and pruned the versions the quiet spell had left, including the one that
-was the newest a moment before, which another process might still be reading.
+minutes, the way agents write: the first write after each quiet spell rewrote the whole table for one
+row, and pruned the versions the quiet spell had left, including the one that was the newest a moment
+before, which another process might still be reading.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class Writer:
         try:
             await asyncio.to_thread(self.store.merge_tail, rows)
             self.tail_merges += 1
-            await asyncio.to_thread(heap.release_free_memory)  # the merge's join buffers (+40-60 MB at 1,700 rows)
+            await asyncio.to_thread(heap.release_free_memory)  # the merge's join buffers
         except Exception:  # noqa: BLE001 - housekeeping too: the next full compaction merges them anyway
             logger.exception("merging the newest fragments failed; the next compaction merges them")
 
