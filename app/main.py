@@ -52,7 +52,9 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
             await stack.enter_async_context(heap.trimmed_periodically())
             if freeze_startup_objects:
                 stack.enter_context(gc_pause.startup_objects_frozen())
-            logger.info("memory-mcp ready on %s:%s", settings.host, settings.port)
+            base = local_base_url(settings.host, settings.port)
+            logger.info("memory-mcp ready: dashboard %s/ · MCP %s/mcp (Streamable HTTP) · %s/mcp/sse (legacy SSE)",
+                        base, base, base)
             yield
             logger.info("memory-mcp shutting down")
 
@@ -73,3 +75,10 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
     mcp_front.install(app)
     app.add_middleware(EdgeGuard, settings=settings)
     return app
+
+
+def local_base_url(host: str, port: int) -> str:
+    """The URL to paste on this machine: a wildcard bind is reached through loopback."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from typing import Any
 
-from app.cli.client import EXIT_OK, EXIT_USAGE
+from app.cli.client import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 
 def add_commands(commands: Any) -> None:
@@ -58,6 +59,15 @@ def run(args: argparse.Namespace) -> int:
             "anyone who can reach this port can read and write every memory",
             file=sys.stderr,
         )
+    # Bind before the app starts: a busy port is an error before anything says "ready".
+    try:
+        listener = bind_listener(settings.host, settings.port)
+    except OSError as exc:
+        print(f"memory-mcp: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}. "
+              "Is another memory-mcp already running? Stop it, or choose another port with --port "
+              "or MEMORY_MCP_PORT.", file=sys.stderr)
+        return EXIT_REFUSED
+
     def _exit_zero(signum: int, frame: object) -> None:
         raise SystemExit(EXIT_OK)
 
@@ -65,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # restores, that re-raise ends the process with status 0 instead of "killed by signal".
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_zero)
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings, freeze_startup_objects=True),
         host=settings.host,
         port=settings.port,
@@ -78,4 +88,23 @@ def run(args: argparse.Namespace) -> int:
         # The access log prints query strings, where a misconfigured client may put its token.
         access_log=False,
     )
+    uvicorn.Server(config).run(sockets=[listener])
     return EXIT_OK
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for ``host``:``port`` (uvicorn listens on it).
+
+    Raises:
+        OSError: the address is in use or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
+    listener.set_inheritable(True)
+    return listener

@@ -75,3 +75,35 @@ def test_default_bind_listens_on_loopback_only(default_server: int) -> None:
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == default_server
     }
     assert listening and listening <= {"127.0.0.1", "::1"}, listening
+
+
+@pytest.mark.slow
+def test_a_busy_port_is_an_error_before_ready_and_names_the_fix(default_server: int, tmp_path: Path) -> None:
+    second = tmp_path / "second"
+    second.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(default_server)],
+        env=clean_env(second), cwd=second, capture_output=True, timeout=60,
+    )
+    output = (result.stdout + result.stderr).decode()
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{default_server}" in output and "--port" in output
+    assert "memory-mcp ready" not in output
+    assert not (second / "lancedb").exists()  # nothing was opened
+
+
+@pytest.mark.slow
+def test_the_ready_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                                   env=clean_env(tmp_path), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until_ready(f"http://127.0.0.1:{port}", process, timeout=60)
+    finally:
+        process.terminate()
+        process.wait(15)
+    [ready] = [line for line in log_path.read_text().splitlines() if "memory-mcp ready" in line]
+    base = f"http://127.0.0.1:{port}"
+    assert f"{base}/ " in ready and f"{base}/mcp " in ready and f"{base}/mcp/sse " in ready
