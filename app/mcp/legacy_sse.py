@@ -4,10 +4,15 @@ The SDK's ``SseServerTransport`` does the protocol work; this wrapper rewrites o
 around it, which is the least fragile way to serve clients written against the TypeScript SDK:
 
 * endpoint event: the SDK sends ``<path>?session_id=<32 hex>``; clients split on ``sessionId=`` and
-  expect a UUID with dashes, so the event is rewritten to ``<path>?sessionId=<uuid>``;
+  expect a UUID with dashes, so the event is rewritten to ``<path>?sessionId=<uuid>``, in one of two forms
+  (see :func:`endpoint_form`): the plain path the MCP SDKs read, or ``{"uri": "<path>?sessionId=<uuid>"}``
+  for the raw client of the project's specification, which reads ``json.loads(data)["uri"]``;
 * ``POST /mcp/message``: ``sessionId``/``session_id``, dashed or hex, are all mapped back to the
   SDK's ``session_id=<hex>`` before the SDK sees the request;
 * unknown or foreign session → 404 JSON, empty id → 400 JSON (the SDK answers in plain text);
+* a session whose stream closed in the last 10 minutes → the message is answered in the response body:
+  python ``requests`` closes the stream as soon as a loop over ``iter_lines()`` breaks, which is exactly
+  what the specification's client does after reading the endpoint, before it POSTs its first call;
 * a request on a session that never sent ``initialize`` (clients reconnecting) is preceded by an
   implicit ``initialize`` whose reply is kept off the stream;
 * no session id at all → the message is answered in the response body by a stateless Streamable
@@ -21,8 +26,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs
 from uuid import UUID, uuid4
 
@@ -36,8 +43,12 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from app.mcp.caller import bind_principal, principal
+from app.settings import SseEndpointFormat
 
 logger = logging.getLogger(__name__)
+
+CLOSED_SESSION_MEMORY_S = 600.0  # like the Streamable HTTP idle timeout: a REPL user may POST minutes later
+MAX_CLOSED_SESSIONS = 4096
 
 _ENDPOINT_EVENT = re.compile(
     rb"^event: endpoint\r?\ndata: (?P<path>[^?\r\n]*)\?session_id=(?P<hex>[0-9a-f]{32})(?P<end>\r?\n\r?\n)$"
@@ -48,13 +59,31 @@ class WireFormatChanged(RuntimeError):
     """The SDK's endpoint event no longer looks like ``<path>?session_id=<hex>``: update the rewrite."""
 
 
-def _rewrite_endpoint(chunk: bytes) -> tuple[UUID, bytes]:
-    """Turn the SDK's endpoint event into the TypeScript SDK's ``?sessionId=<uuid>`` form."""
+def endpoint_form(headers: list[tuple[bytes, bytes]], setting: SseEndpointFormat) -> Literal["path", "json"]:
+    """Which endpoint event a ``GET /mcp/sse`` gets: the setting, or under ``auto`` the request's Accept header.
+
+    The rule under ``auto``: the plain path when any media range of the Accept header(s) is exactly
+    ``text/event-stream`` (case-insensitive, parameters such as ``q`` ignored), otherwise the JSON form.
+    The official SDK clients and the MCP Inspector send ``Accept: text/event-stream`` (Python's
+    ``sse_client`` and the TypeScript ``SSEClientTransport`` alike, as any ``EventSource`` does), while
+    python ``requests``, curl and httpx send ``*/*``: ``*/*`` or ``text/*`` do not count as naming it.
+    """
+    if setting != "auto":
+        return setting
+    accept = b",".join(value for name, value in headers if name.lower() == b"accept").decode("latin-1")
+    ranges = (media_range.split(";", 1)[0].strip().lower() for media_range in accept.split(","))
+    return "path" if "text/event-stream" in ranges else "json"
+
+
+def _rewrite_endpoint(chunk: bytes, form: Literal["path", "json"] = "path") -> tuple[UUID, bytes]:
+    """Turn the SDK's endpoint event into ``?sessionId=<uuid>``, as a plain path or as ``{"uri": …}``."""
     match = _ENDPOINT_EVENT.match(chunk)
     if match is None:
         raise WireFormatChanged(f"unexpected first SSE event from the SDK: {chunk[:120]!r}")
     session_id = UUID(hex=match["hex"].decode("ascii"))
     data = match["path"] + b"?sessionId=" + str(session_id).encode("ascii")
+    if form == "json":
+        data = json.dumps({"uri": data.decode("ascii")}).encode("ascii")
     return session_id, b"event: endpoint\r\ndata: " + data + match["end"]
 
 
@@ -125,8 +154,10 @@ class LegacySseTransport:
         message_path: str,
         max_streams: int,
         max_body_bytes: int,
+        endpoint_format: SseEndpointFormat = "auto",
     ) -> None:
         self._server = server
+        self._endpoint_format: SseEndpointFormat = endpoint_format
         self._sdk = SseServerTransport(message_path, security_settings=security, max_request_body_size=max_body_bytes)
         self._one_shot = one_shot
         self._message_path = message_path
@@ -134,6 +165,7 @@ class LegacySseTransport:
         self._max_body_bytes = max_body_bytes
         self._open_streams = 0
         self._sessions: dict[UUID, _Session] = {}
+        self._closed: OrderedDict[UUID, tuple[str | None, float]] = OrderedDict()  # id -> (owner, closed at)
 
     @property
     def open_streams(self) -> int:
@@ -149,7 +181,8 @@ class LegacySseTransport:
             return
         self._open_streams += 1
         owner = principal(scope)
-        stream = _StreamRewriter(send, self, owner)
+        form = endpoint_form(scope["headers"], self._endpoint_format)
+        stream = _StreamRewriter(send, self, owner, form)
         try:
             async with self._sdk.connect_sse(bind_principal(scope), receive, stream.send) as (read, write):
                 await self._server.run(read, write, self._server.create_initialization_options())
@@ -160,12 +193,30 @@ class LegacySseTransport:
         finally:
             self._open_streams -= 1
             if stream.session_id is not None:
-                self._sessions.pop(stream.session_id, None)
+                self._retire(stream.session_id, owner)
 
     def register_session(self, session_id: UUID, owner: str | None) -> _Session:
         session = _Session(owner=owner)
         self._sessions[session_id] = session
         return session
+
+    def _retire(self, session_id: UUID, owner: str | None) -> None:
+        """Forget an open session but remember for a while that it existed, and whose it was."""
+        self._sessions.pop(session_id, None)
+        now = time.monotonic()
+        self._closed[session_id] = (owner, now)
+        while self._closed:
+            _, (_, closed_at) = next(iter(self._closed.items()))
+            if len(self._closed) <= MAX_CLOSED_SESSIONS and now - closed_at <= CLOSED_SESSION_MEMORY_S:
+                break
+            self._closed.popitem(last=False)
+
+    def _closed_recently(self, session_id: UUID, scope: Scope) -> bool:
+        entry = self._closed.get(session_id)
+        if entry is None:
+            return False
+        owner, closed_at = entry
+        return owner == principal(scope) and time.monotonic() - closed_at <= CLOSED_SESSION_MEMORY_S
 
     async def handle_message(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /mcp/message``: route a client message to its session's stream, or answer it in the body."""
@@ -184,6 +235,10 @@ class LegacySseTransport:
             )
             return
         session_id, session = self._lookup(raw_id, scope)
+        if session_id is not None and session is None and self._closed_recently(session_id, scope):
+            logger.debug("legacy SSE message for a closed stream: answered in the response body")
+            await self._answer_in_body(scope, receive, send)
+            return
         if session_id is None or session is None:
             detail = "unknown or closed session; open GET /mcp/sse again and use the new endpoint"
             await _error(404, "session_not_found", detail)(scope, receive, send)
@@ -199,8 +254,21 @@ class LegacySseTransport:
             "raw_path": self._message_path.encode("ascii"),
             "query_string": f"session_id={session_id.hex}".encode("ascii"),
         }
-        await self._ensure_initialized(session, sdk_scope, _first_request(body))
-        await self._sdk.handle_post_message(sdk_scope, _replay(body), send)
+        started: list[bool] = []
+
+        async def tracked_send(message: Message) -> None:
+            started.append(True)
+            await send(message)
+
+        try:
+            await self._ensure_initialized(session, sdk_scope, _first_request(body))
+            await self._sdk.handle_post_message(sdk_scope, _replay(body), tracked_send)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The stream closed while this message was on its way: answer in the body if nothing was sent
+            # yet; after the SDK's 202 the reply has nowhere to go, like any reply to a closed stream.
+            logger.debug("legacy SSE message raced its stream's close (response started: %s)", bool(started))
+            if not started:
+                await self._answer_in_body(scope, _replay(body), send)
 
     def _lookup(self, raw_id: str, scope: Scope) -> tuple[UUID | None, _Session | None]:
         try:
@@ -210,7 +278,7 @@ class LegacySseTransport:
         session = self._sessions.get(session_id)
         if session is None or session.owner != principal(scope):
             # Another credential's session is reported exactly like a missing one.
-            return None, None
+            return session_id, None
         return session_id, session
 
     async def _ensure_initialized(self, session: _Session, sdk_scope: Scope, message: dict[str, Any] | None) -> None:
@@ -256,8 +324,11 @@ class LegacySseTransport:
 class _StreamRewriter:
     """The ``send`` of one SSE stream: rewrites the endpoint event and drops the implicit initialize reply."""
 
-    def __init__(self, send: Send, transport: LegacySseTransport, owner: str | None) -> None:
+    def __init__(
+        self, send: Send, transport: LegacySseTransport, owner: str | None, form: Literal["path", "json"]
+    ) -> None:
         self._send = send
+        self._form: Literal["path", "json"] = form
         self._transport = transport
         self._owner = owner
         self._session: _Session | None = None
@@ -271,7 +342,7 @@ class _StreamRewriter:
         elif message["type"] == "http.response.body" and self.status == 200:
             body: bytes = message.get("body", b"")
             if self._session is None and body:
-                self.session_id, body = _rewrite_endpoint(body)
+                self.session_id, body = _rewrite_endpoint(body, self._form)
                 self._session = self._transport.register_session(self.session_id, self._owner)
                 self._drop_marker = json.dumps(self._session.implicit_init_id).encode()
                 message = {**message, "body": body}

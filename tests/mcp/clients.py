@@ -58,7 +58,11 @@ def payload(result: CallToolResult) -> Any:
 
 
 class RawSseClient:
-    """Written like the original Antigravity snippet: GET the stream, split the endpoint on ``sessionId=``, POST."""
+    """A raw EventSource-style client: GET the stream, split the endpoint on ``sessionId=``, POST.
+
+    It sends ``Accept: text/event-stream`` as an EventSource does, so the server gives it the plain-path
+    endpoint; the JSON form for other clients is tested in ``test_spec_sse_client.py``.
+    """
 
     def __init__(self, http: httpx.AsyncClient, base_url: str, headers: dict[str, str] | None = None) -> None:
         self.http = http
@@ -71,7 +75,8 @@ class RawSseClient:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[RawSseClient]:
-        async with self.http.stream("GET", f"{self.base_url}/mcp/sse", headers=self.headers) as response:
+        headers = {"Accept": "text/event-stream", **self.headers}
+        async with self.http.stream("GET", f"{self.base_url}/mcp/sse", headers=headers) as response:
             assert response.status_code == 200, response.status_code
             assert response.headers["content-type"].startswith("text/event-stream")
             self._lines = response.aiter_lines()

@@ -37,7 +37,11 @@ def test_an_endpoint_event_in_another_format_fails_loudly(event: bytes) -> None:
 
 
 async def test_first_event_is_the_bare_relative_endpoint_with_a_dashed_session_id(live_server: LiveServer) -> None:
-    async with httpx.AsyncClient(timeout=10) as http, http.stream("GET", f"{live_server.url}/mcp/sse") as response:
+    sdk_accept = {"Accept": "text/event-stream"}  # what the SDK clients send; others get the JSON form
+    async with (
+        httpx.AsyncClient(timeout=10) as http,
+        http.stream("GET", f"{live_server.url}/mcp/sse", headers=sdk_accept) as response,
+    ):
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = response.aiter_lines()
@@ -147,14 +151,20 @@ async def test_unknown_method_is_method_not_found_on_the_stream(live_server: Liv
         assert reply["error"]["code"] == -32601
 
 
-async def test_a_closed_stream_forgets_its_session(live_server: LiveServer) -> None:
+async def test_a_closed_stream_forgets_its_session_and_answers_its_messages_in_the_body(
+    live_server: LiveServer,
+) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         async with RawSseClient(http, live_server.url).connect() as raw:
             endpoint = raw.endpoint
 
         async def status() -> int:
-            notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            return (await http.post(f"{live_server.url}{endpoint}", json=notification)).status_code
+            ping = {"jsonrpc": "2.0", "id": "p", "method": "ping"}
+            return (await http.post(f"{live_server.url}{endpoint}", json=ping)).status_code
 
         # The server sees the disconnect on its own schedule: poll that external fact, bounded.
-        assert await poll_until(status, lambda code: code == 404) == 404
+        # Until then a message still goes to the session (202); from then on it is answered in the body.
+        assert await poll_until(status, lambda code: code == 200) == 200
+        answered = await http.post(f"{live_server.url}{endpoint}", json=tool_call(5, "list_facts", {}))
+        assert answered.status_code == 200
+        assert answered.json()["id"] == 5 and answered.json()["result"]["isError"] is False

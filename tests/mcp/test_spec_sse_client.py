@@ -1,0 +1,260 @@
+"""One URL, two endpoint forms: the specification's ``requests`` client and the official SDK clients at ``/mcp/sse``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import requests
+
+from app.cli import main
+from app.mcp import legacy_sse
+from app.mcp.legacy_sse import endpoint_form
+from app.settings import Settings
+from tests.conftest import SettingsFactory
+from tests.mcp.clients import EXPECTED_TOOLS, payload, sse_session
+from tests.support.server import LiveServer, run_server
+
+# The client of the project's specification, character for character; tests change only the port.
+SPEC_CLIENT = """\
+import json
+import requests
+
+# open the connection, get the sessionId
+sse = requests.get("http://localhost:3002/mcp/sse", stream=True)
+for line in sse.iter_lines():
+    if line.startswith(b"data:"):
+        endpoint = json.loads(line[5:])["uri"]
+        session_id = endpoint.split("sessionId=")[1]
+        break
+
+# call a tool
+resp = requests.post(
+    f"http://localhost:3002/mcp/message?sessionId={session_id}",
+    json={"jsonrpc":"2.0","id":1,"method":"tools/call",
+          "params":{"name":"recall","arguments":{"query":"MCP 記憶"}}}
+)
+"""
+FACT = "MCP 記憶: memories are shared by every agent on this machine"
+DASHED_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
+TS_SDK_DIR = Path.home() / ".cache" / "memory-mcp-tests" / "node"
+TS_SDK_SPEC = "@modelcontextprotocol/sdk@1"
+NODE, NPM = shutil.which("node"), shutil.which("npm")
+
+
+def remember(base: str, content: str) -> str:
+    """Store a fact through a session-less POST (answered in the body) and return its id."""
+    params = {"name": "remember", "arguments": {"content": content}}
+    call = {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params}
+    reply = requests.post(f"{base}/mcp/message", json=call, timeout=30).json()
+    memory_id: str = reply["result"]["structuredContent"]["memory_id"]
+    return memory_id
+
+
+def recalled(reply: dict[str, Any]) -> list[str]:
+    """The contents a recall reply carries in ``content[0].text``, the part a raw client reads."""
+    assert reply["id"] == 1 and reply["jsonrpc"] == "2.0", reply
+    return [memory["content"] for memory in json.loads(reply["result"]["content"][0]["text"])["memories"]]
+
+
+def first_event(base: str, headers: dict[str, str]) -> tuple[str, str]:
+    """The ``event:`` and ``data:`` lines that open a ``GET /mcp/sse`` with these headers."""
+    with httpx.Client(timeout=10) as http, http.stream("GET", f"{base}/mcp/sse", headers=headers) as response:
+        lines = response.iter_lines()
+        return next(lines), next(lines)
+
+
+def seen_closed(base: str, session_id: str, headers: dict[str, str] | None = None) -> None:
+    """Wait until the server has seen a stream close: a ping on its session is then answered in the body."""
+    deadline = time.monotonic() + 10
+    ping = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
+    while time.monotonic() < deadline:
+        url = f"{base}/mcp/message?sessionId={session_id}"
+        if requests.post(url, json=ping, headers=headers, timeout=10).status_code == 200:
+            return
+        time.sleep(0.05)  # back-off between probes of the server thread's state, bounded by the deadline
+    raise AssertionError("the server never saw the stream close")
+
+
+# --- the specification's client ------------------------------------------------------------------
+
+
+def test_the_spec_client_gets_the_json_endpoint_and_its_reply_on_the_stream(live_server: LiveServer) -> None:
+    base = live_server.url
+    remember(base, FACT)
+    # The snippet, with one change: the line iterator is kept, so the stream stays open to read the reply.
+    sse = requests.get(f"{base}/mcp/sse", stream=True, timeout=30)
+    try:
+        lines = sse.iter_lines()
+        for line in lines:
+            if line.startswith(b"data:"):
+                endpoint = json.loads(line[5:])["uri"]
+                session_id = endpoint.split("sessionId=")[1]
+                break
+        resp = requests.post(
+            f"{base}/mcp/message?sessionId={session_id}",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "recall", "arguments": {"query": "MCP 記憶"}}},
+            timeout=30,
+        )
+        assert resp.status_code == 202
+        events = list(islice((line for line in lines if line and not line.startswith(b":")), 2))
+    finally:
+        sse.close()
+
+    assert sse.headers["content-type"].startswith("text/event-stream")
+    assert endpoint.startswith("/mcp/message?sessionId=")
+    assert re.fullmatch(DASHED_UUID, session_id)
+    assert events[0] == b"event: message"
+    assert events[1].startswith(b"data: ")
+    assert recalled(json.loads(events[1][6:]))[0] == FACT
+
+
+def test_the_spec_client_run_verbatim_gets_its_reply_in_the_body(live_server: LiveServer) -> None:
+    remember(live_server.url, FACT)
+    first, second = SPEC_CLIENT.replace("localhost:3002", f"localhost:{live_server.port}").split("# call a tool")
+    names: dict[str, Any] = {}
+    try:
+        exec(first, names)  # the specification's own text, run as its users run it
+        # Leaving the loop closed the stream (requests closes the connection when the line iterator is
+        # dropped). Wait until the server has seen that, so the outcome does not depend on a race.
+        seen_closed(live_server.url, names["session_id"])
+        exec(second, names)
+    finally:
+        names["sse"].close()
+
+    resp: requests.Response = names["resp"]
+    assert resp.status_code == 200
+    assert recalled(resp.json())[0] == FACT
+
+
+def test_a_closed_stream_of_another_credential_stays_not_found(make_settings: SettingsFactory) -> None:
+    settings = make_settings(agent_tokens={"tok-owner-1": "owner", "tok-other-1": "other"})
+    with run_server(settings) as live:
+        owner, other = ({"Authorization": f"Bearer {token}"} for token in ("tok-owner-1", "tok-other-1"))
+        _, data = first_event(live.url, owner)
+        session_id = json.loads(data.removeprefix("data: "))["uri"].split("sessionId=")[1]
+        seen_closed(live.url, session_id, owner)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        stolen = requests.post(f"{live.url}/mcp/message?sessionId={session_id}", json=ping, headers=other, timeout=10)
+    assert stolen.status_code == 404
+    assert stolen.json()["code"] == "session_not_found"
+
+
+def test_a_stream_closed_longer_ago_than_the_memory_is_not_found(
+    live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Clock:
+        offset = 0.0
+
+        def monotonic(self) -> float:
+            return time.monotonic() + self.offset
+
+    clock = Clock()
+    monkeypatch.setattr(legacy_sse, "time", clock)
+    _, data = first_event(live_server.url, {})
+    session_id = json.loads(data.removeprefix("data: "))["uri"].split("sessionId=")[1]
+    seen_closed(live_server.url, session_id)
+    clock.offset = legacy_sse.CLOSED_SESSION_MEMORY_S + 1
+    ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+    late = requests.post(f"{live_server.url}/mcp/message?sessionId={session_id}", json=ping, timeout=10)
+    assert late.status_code == 404
+    assert late.json()["code"] == "session_not_found"
+
+
+# --- the rule and the setting ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accept", "form"),
+    [
+        ([b"text/event-stream"], "path"),  # python-sdk sse_client, TypeScript SSEClientTransport, EventSource
+        ([b"application/json, TEXT/Event-Stream;q=0.5"], "path"),
+        ([b"application/json", b"text/event-stream"], "path"),
+        ([b"*/*"], "json"),  # python requests, curl, httpx
+        ([b"text/*"], "json"),
+        ([b"application/json"], "json"),
+        ([], "json"),
+    ],
+)
+def test_auto_gives_the_plain_path_only_when_accept_names_text_event_stream(accept: list[bytes], form: str) -> None:
+    headers = [(b"host", b"localhost"), *((b"accept", value) for value in accept)]
+    assert endpoint_form(headers, "auto") == form
+    assert endpoint_form(headers, "path") == "path"
+    assert endpoint_form(headers, "json") == "json"
+
+
+@pytest.mark.parametrize(
+    ("setting", "accept", "expected"),
+    [("json", "text/event-stream", '{"uri": "/mcp/message?sessionId='), ("path", "*/*", "/mcp/message?sessionId=")],
+)
+def test_the_setting_forces_one_form_whatever_the_accept_header(
+    make_settings: SettingsFactory, setting: str, accept: str, expected: str
+) -> None:
+    with run_server(make_settings(sse_endpoint_format=setting)) as live:
+        event, data = first_event(live.url, {"Accept": accept})
+    assert event == "event: endpoint"
+    assert data.startswith(f"data: {expected}")
+
+
+def test_the_setting_is_read_from_the_environment_and_a_bad_value_stops_serve(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMORY_MCP_SSE_ENDPOINT_FORMAT", " JSON ")
+    assert Settings(_env_file=None).sse_endpoint_format == "json"  # type: ignore[call-arg]
+    monkeypatch.setenv("MEMORY_MCP_SSE_ENDPOINT_FORMAT", "uri")
+    assert main(["serve", "--port", "0"]) == 2
+    assert "MEMORY_MCP_SSE_ENDPOINT_FORMAT must be auto, path or json, got 'uri'" in capsys.readouterr().err
+
+
+# --- the official clients at the same URL ----------------------------------------------------------
+
+
+async def test_the_python_sdk_sse_client_works_at_the_same_url(live_server: LiveServer) -> None:
+    remember(live_server.url, FACT)
+    async with sse_session(live_server.url) as client:
+        found = await client.call_tool("recall", {"query": "MCP 記憶"})
+    assert found.is_error is False
+    assert payload(found)["memories"][0]["content"] == FACT
+
+
+@pytest.fixture(scope="module")
+def ts_sdk_modules() -> Iterator[Path]:
+    """``@modelcontextprotocol/sdk@1`` installed with npm into a cache outside the repository (once)."""
+    assert NPM is not None
+    package = TS_SDK_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+    if not package.exists():
+        TS_SDK_DIR.mkdir(parents=True, exist_ok=True)
+        install = [NPM, "install", "--prefix", str(TS_SDK_DIR), "--no-audit", "--no-fund", TS_SDK_SPEC]
+        done = subprocess.run(install, capture_output=True, text=True, timeout=240, check=False)
+        assert done.returncode == 0, f"npm install {TS_SDK_SPEC} failed:\n{done.stderr}"
+    assert json.loads(package.read_text(encoding="utf-8"))["version"].startswith("1.")
+    yield TS_SDK_DIR / "node_modules"
+
+
+if NODE is not None and NPM is not None:  # collected wherever a node runtime exists (CI has one)
+
+    def test_the_typescript_sdk_sse_client_works_at_the_same_url(live_server: LiveServer, ts_sdk_modules: Path) -> None:
+        assert NODE is not None
+        script = Path(__file__).with_name("ts_sse_client.cjs")
+        env = {**os.environ, "NODE_PATH": str(ts_sdk_modules)}
+        done = subprocess.run(
+            [NODE, str(script), f"{live_server.url}/mcp/sse", FACT],
+            capture_output=True, text=True, timeout=120, env=env, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert set(result["tools"]) == EXPECTED_TOOLS
+        assert result["stored"]["isError"] is False
+        memory_id = result["stored"]["structuredContent"]["memory_id"]
+        assert result["found"]["structuredContent"]["memories"][0]["memory_id"] == memory_id
