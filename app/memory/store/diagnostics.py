@@ -159,6 +159,42 @@ def check_fragments(table: Any) -> Check:
     return Check(name="fragments", status="ok", detail=detail)
 
 
+#: A millisecond timestamp below this is before 1973: almost surely seconds written by another tool.
+SECONDS_BELOW_MS = 100_000_000_000
+ROW_BATCH = 4_096
+
+
+def check_rows(table: Any) -> Check:
+    """Rows other writers may have left unusable: timestamps in seconds, vectors with no direction."""
+    in_seconds = unusable = rows = 0
+    names = table.schema.names
+    columns = [c for c in ("timestamp", "vector") if c in names]
+    if not columns:
+        return Check(name="rows", status="ok", detail="no timestamp or vector column to check")
+    for batch in table.search().select(columns).limit(None).to_batches(ROW_BATCH):
+        rows += batch.num_rows
+        if "timestamp" in columns:
+            stamps = np.asarray(batch.column("timestamp").to_numpy(zero_copy_only=False), dtype=np.float64)
+            in_seconds += int(np.count_nonzero((stamps > 0) & (stamps < SECONDS_BELOW_MS)))
+        if "vector" in columns:
+            vectors = batch.column("vector")
+            flat = vectors.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            matrix = flat.reshape(len(vectors), -1) if len(vectors) else flat.reshape(0, 1)
+            finite = np.all(np.isfinite(matrix), axis=1)
+            norms = np.linalg.norm(np.where(np.isfinite(matrix), matrix, 0.0), axis=1)
+            unusable += int(np.count_nonzero(~finite | (norms == 0))) + vectors.null_count
+    problems = []
+    if in_seconds:
+        problems.append(f"{in_seconds} rows have a timestamp in seconds (the table uses milliseconds)")
+    if unusable:
+        problems.append(f"{unusable} rows have a zero, missing or non-finite vector (never found by recall)")
+    if not problems:
+        return Check(name="rows", status="ok", detail=f"{rows} rows: timestamps in ms, vectors usable")
+    return Check(name="rows", status="warn", detail="; ".join(problems),
+                 fix="fix the writer that made them (timestamps in ms since the epoch; real embeddings), then "
+                     "`memory-mcp export` and `memory-mcp import` the corrected rows, or `memory-mcp reembed`")
+
+
 def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
     """Table, schema, model, dimension and fragment checks (the model ones need the embedder)."""
     table, opened = open_table(settings)
@@ -169,7 +205,7 @@ def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
     checks.append(check_schema(schema))
     if embedder is not None:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
-    checks.append(check_fragments(table))
+    checks += [check_fragments(table), check_rows(table)]
     return checks
 
 
