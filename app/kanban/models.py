@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-#: Board order; the Obsidian header "In Progress" is the ``running`` column.
-STATUSES: tuple[str, ...] = ("backlog", "todo", "running", "review", "done", "canceled", "waiting", "blocked")
+#: A board column, as tool schemas list it (an ``enum``); the Obsidian header "In Progress" is ``running``.
+TaskStatus = Literal["backlog", "todo", "running", "review", "done", "canceled", "waiting", "blocked"]
+#: Board order.
+STATUSES: tuple[str, ...] = get_args(TaskStatus)
 COLUMN_TITLES: dict[str, str] = {
     "backlog": "Backlog",
     "todo": "Todo",

@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.container import Services
 from app.mcp import tools_kanban, tools_memory
+from app.mcp.arguments import ToolServer
 from app.mcp.caller import bind_principal
 from app.mcp.legacy_sse import LegacySseTransport
 from app.settings import Settings
@@ -89,7 +90,7 @@ def build_server(services: Services) -> MCPServer:
     """The MCP server with every tool registered; no lifespan (the SDK re-enters it per SSE connection)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    server: MCPServer = MCPServer("memory-mcp", version="0.1.0", instructions=INSTRUCTIONS)
+    server: MCPServer = ToolServer("memory-mcp", version="0.1.0", instructions=INSTRUCTIONS)
     # MCPServer() calls logging.basicConfig(); undo it so app logs are not printed twice by a root handler.
     root.handlers[:] = handlers
     root.setLevel(level)

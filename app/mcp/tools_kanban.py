@@ -9,7 +9,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from app.container import Services
-from app.kanban.models import STATUSES, Board, Job, Task, TaskDetail
+from app.kanban.models import STATUSES, Board, Job, Task, TaskDetail, TaskStatus
 from app.mcp.caller import caller_agent
 from app.mcp.results import run_tool
 
@@ -24,7 +24,7 @@ class TaskList(BaseModel):
 TaskId = Annotated[
     str, Field(min_length=1, max_length=200, description="Task id such as TASK-00001 (TASK-00001-title works too).")
 ]
-Status = Annotated[str, Field(min_length=1, max_length=32, description=f"One of: {_STATUS_LIST}.")]
+Status = Annotated[TaskStatus, Field(description="A board column.")]
 Title = Annotated[str, Field(min_length=1, max_length=200, description="Short task title.")]
 Assignee = Annotated[
     str, Field(min_length=1, max_length=64, description="Who does it: claude-code, antigravity, openclaw, a person.")
@@ -32,11 +32,11 @@ Assignee = Annotated[
 Description = Annotated[str | None, Field(description="Markdown description of the work and how to tell it is done.")]
 NewTaskId = Annotated[str | None, Field(description="Explicit id; leave empty to get the next TASK-NNNNN.")]
 Step = Annotated[str | None, Field(description="Assignee of this step of a multi-step relay (up to 4 steps).")]
-OptionalStatus = Annotated[str | None, Field(description=f"Starting column (default todo). One of: {_STATUS_LIST}.")]
+OptionalStatus = Annotated[TaskStatus | None, Field(description="Starting column (default todo).")]
 Priority = Annotated[str | None, Field(description="Priority label, e.g. low, medium, high.")]
 TaskTags = Annotated[list[str] | None, Field(description="Labels for the card.")]
 ExpectedStatus = Annotated[
-    str | None,
+    TaskStatus | None,
     Field(description="Claim atomically: move only if the card is still in this column, else a status_conflict error."),
 ]
 JobTaskId = Annotated[str | None, Field(description="Task the job works on; passed to the job as an argument.")]
@@ -129,8 +129,8 @@ def register(mcp: MCPServer, services: Services) -> None:
         name="trigger_job",
         title="Start the job runner",
         description="Start the server's configured job command (optionally for one task) in the background and "
-        "return its job record at once; with wait, return the result if it finishes in time. If a job is "
-        "already running, that job is returned instead of starting another.",
+        "return its job record (id, status, ...) at once; with wait, return the result if it finishes in time. "
+        "If a job is already running, that job is returned instead of starting another.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
     )
     async def trigger_job(
@@ -142,7 +142,7 @@ def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="list_tasks_by_status",
         title="List tasks in a column",
-        description=f"Every task in one column, in full. Status is one of: {_STATUS_LIST}.",
+        description="Every task in one column, in full, with description, steps and tags.",
         annotations=READ_ONLY,
     )
     async def list_tasks_by_status(status: Status) -> Annotated[CallToolResult, TaskList]:

@@ -48,7 +48,7 @@ async def test_kanban_domain_errors_name_their_code(live_server: LiveServer) -> 
         missing = await client.call_tool("get_task", {"task_id": "TASK-99999"})
         assert missing.content[0].text.startswith("task_not_found: ")  # type: ignore[union-attr]
         bad_status = await client.call_tool("list_tasks_by_status", {"status": "someday"})
-        assert bad_status.content[0].text.startswith("invalid_status: ")  # type: ignore[union-attr]
+        assert bad_status.content[0].text.startswith("invalid_input: status: must be 'backlog', ")  # type: ignore[union-attr]
         no_job = await client.call_tool("trigger_job", {})
         assert no_job.is_error is True
         assert no_job.content[0].text.startswith("job_not_configured: ")  # type: ignore[union-attr]

@@ -60,11 +60,29 @@ async def test_domain_errors_are_tool_errors_with_a_readable_code(live_server: L
 
 
 @TRANSPORTS
-async def test_arguments_outside_the_schema_are_tool_errors(live_server: LiveServer, connect: Connect) -> None:
+async def test_arguments_outside_the_schema_are_one_line_invalid_input_errors(
+        live_server: LiveServer, connect: Connect) -> None:
+    cases = [
+        ({"query": "x", "top_k": 0}, "invalid_input: top_k: must be greater than or equal to 1"),
+        ({"query": "x", "top_k": 51}, "invalid_input: top_k: must be less than or equal to 50"),
+        ({"top_k": 5}, "invalid_input: query: required"),
+        ({"query": "x", "agent": "claude-code"}, "invalid_input: agent: unknown argument"),
+    ]
     async with connect(live_server.url) as client:
-        for arguments in ({"query": "x", "top_k": 0}, {"query": "x", "top_k": 51}, {"top_k": 5}):
+        for arguments, expected in cases:
             result = await client.call_tool("recall", arguments)
             assert result.is_error is True, arguments
+            assert result.content[0].text == expected  # type: ignore[union-attr]
+
+
+@TRANSPORTS
+async def test_an_unknown_argument_is_refused_and_nothing_is_stored(live_server: LiveServer, connect: Connect) -> None:
+    async with connect(live_server.url) as client:
+        refused = await client.call_tool("remember", {"content": "a note for one agent", "scope": "agent:x"})
+        assert refused.is_error is True
+        assert refused.content[0].text == "invalid_input: scope: unknown argument"  # type: ignore[union-attr]
+        listed = await client.call_tool("list_facts", {})
+        assert listed.structured_content["memories"] == []  # type: ignore[index]
 
 
 @TRANSPORTS
