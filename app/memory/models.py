@@ -65,9 +65,21 @@ class ScopeCount(BaseModel):
     count: int
 
 
+class EmbeddingInfo(BaseModel):
+    """The embedding model the table's vectors come from."""
+
+    provider: str
+    model: str
+    dimension: int = Field(description="Length of every vector in the table.")
+
+
 class Stats(BaseModel):
-    total: int
-    scopes: dict[str, int]
-    categories: dict[str, int]
-    embedding: dict[str, str]
+    total: int = Field(description="Memories in the table.")
+    scopes: dict[str, int] = Field(description="Memories per scope.")
+    categories: dict[str, int] = Field(
+        description="Memories per tag: the category column holds tags joined by commas, and a memory tagged "
+        "a,b counts once for a and once for b. Each key is a valid category filter of the memory list, which "
+        "lists exactly that many memories."
+    )
+    embedding: EmbeddingInfo
     table_version: int | None = None

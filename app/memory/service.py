@@ -26,6 +26,7 @@ from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
     DuplicateCheck,
     DuplicateMatch,
+    EmbeddingInfo,
     Memory,
     MemoryHit,
     RecallResult,
@@ -284,15 +285,18 @@ class MemoryService:
         return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
 
     async def stats(self) -> Stats:
-        """Counts per scope and per tag (a memory with two tags counts for both)."""
+        """Counts per scope and per tag (a memory with two tags counts for both), and the embedding model."""
         table = await asyncio.to_thread(self.store.scan, None, ["scope", "category"], None)
         scopes = Counter(s or GLOBAL for s in table.column("scope").to_pylist())
         categories: Counter[str] = Counter()
         for category in table.column("category").to_pylist():
-            categories.update({t.strip() for t in (category or "").split(",") if t.strip()})
+            # Split exactly as ``filters.has_tag`` matches, so each count is what that tag's filter lists.
+            categories.update({tag for tag in (category or "").split(",") if tag})
         version = await asyncio.to_thread(self.store.version)
-        return Stats(total=table.num_rows, scopes=dict(scopes), categories=dict(categories),
-                     embedding=self.embedder.identity, table_version=version)
+        embedding = EmbeddingInfo(provider=self.embedder.name, model=self.embedder.model,
+                                  dimension=self.embedder.dimension)
+        return Stats(total=table.num_rows, scopes=dict(scopes), categories=dict(categories), embedding=embedding,
+                     table_version=version)
 
     # --- helpers -------------------------------------------------------------------------------
 

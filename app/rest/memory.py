@@ -121,5 +121,5 @@ async def delete_memory(service: MemoryServiceDep, request: Request, memory_id: 
 
 @router.get("/stats", response_model=Stats)
 async def stats(service: MemoryServiceDep) -> Stats:
-    """Counts per scope and per tag, and the embedding model of the table."""
+    """Counts per scope and per tag (a memory tagged a,b counts for both), and the table's embedding model."""
     return await service.stats()

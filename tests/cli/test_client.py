@@ -122,6 +122,7 @@ def test_stats_reports_counts_per_scope(server: LiveServer, capsys: pytest.Captu
     assert stats["total"] == 2
     assert stats["scopes"] == {"global": 1, "agent:claude-code": 1}
     assert code == 0 and "agent:claude-code" in out and "total: 2" in out
+    assert "embedding: provider=hash, model=hash-bow-v1, dimension=256" in out
 
 
 def test_human_output_is_a_table_with_id_scope_and_text(server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:

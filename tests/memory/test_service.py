@@ -317,7 +317,8 @@ async def test_stats_count_per_scope_and_tag(service: MemoryService) -> None:
     assert stats.total == 2
     assert stats.scopes == {"agent:x": 1, "global": 1}
     assert stats.categories == {"a": 2, "b": 1}
-    assert stats.embedding["model"] == "hash-bow-v1"
+    assert stats.embedding.model == "hash-bow-v1"
+    assert stats.embedding.dimension == 256 and isinstance(stats.embedding.dimension, int)
 
 
 async def test_health_is_cheap_and_names_the_model(service: MemoryService) -> None:

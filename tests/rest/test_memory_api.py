@@ -124,6 +124,22 @@ def test_stats_count_scopes_and_tags(client: httpx.Client) -> None:
     assert stats["categories"] == {"a": 2, "b": 1} and stats["embedding"]["provider"] == "hash"
 
 
+def test_stats_dimension_is_the_vector_length_as_a_number(client: httpx.Client) -> None:
+    embedding = client.get("/stats").json()["embedding"]
+    assert embedding == {"provider": "hash", "model": "hash-bow-v1", "dimension": 256}
+    assert isinstance(embedding["dimension"], int)  # was the string "256"
+
+
+def test_each_category_count_is_what_that_category_filter_lists(client: httpx.Client) -> None:
+    # The documented meaning: memories per tag, a memory tagged a,b counting for both.
+    for text, category in (("one", "deploy,ci"), ("two", "deploy"), ("three", "ci,docs,deploy"), ("four", None)):
+        _create(client, text, category=category)
+    categories = client.get("/stats").json()["categories"]
+    assert categories == {"deploy": 3, "ci": 2, "docs": 1}
+    for tag, count in categories.items():
+        assert len(client.get("/memories", params={"category": tag}).json()) == count, tag
+
+
 @pytest.fixture
 def dead_embedder_server(make_settings: SettingsFactory, tmp_path: Path) -> Iterator[LiveServer]:
     """An OpenAI-compatible provider pointed at a closed port: every embedding fails."""
