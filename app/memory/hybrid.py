@@ -4,7 +4,8 @@ Why a keyword pool and not only a re-rank of the vector pool: with a weak embedd
 shares the query's rare words (a name, ``TASK-00042``) is often not among the vector candidates at
 all; on LoCoMo the union lifted USE hit@5 from 0.29 to 0.58-0.60, re-ranking the vector pool alone
 only to 0.52 (``python -m bench.locomo``). Keyword-only candidates get their cosine from their stored
-vectors, so every hit's ``score`` stays the cosine similarity; only the order is the hybrid's.
+vectors. Each row comes back with ``similarity``, its cosine, and ``score``, the hybrid value that orders
+the list, so a list never shows a lower score above a higher one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def lexical_weight(configured: float | None, provider: str) -> float:
 
 async def search(store: MemoryReader, query: str, vector: np.ndarray, where: str | None, top_k: int,
                  weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
-    """The ``top_k`` rows by ``cosine + weight * bm25 / max(bm25)`` over both pools.
+    """The ``top_k`` rows by ``score = cosine + weight * bm25 / max(bm25)`` over both pools, each with
+    its cosine as ``similarity``.
 
     The keyword pool scans the text column, which costs ~150 ms at 100k rows; above
     ``keyword_pool_max_rows`` only the vector pool is re-ranked (LoCoMo, USE: hit@5 0.52 instead of
@@ -50,4 +52,5 @@ def _complete(store: MemoryReader, query: str, vector: np.ndarray, where: str | 
     candidates = [Candidate(str(row["id"]), row.get("text") or "", float(row["score"])) for row in rows]
     ranked = rerank(query, candidates, RankingOptions(lexical_weight=weight))
     by_id = {row["id"]: row for row in rows}
-    return [by_id[candidate.id] for candidate, _ in ranked[:top_k]]
+    return [{**by_id[candidate.id], "similarity": candidate.score, "score": score}
+            for candidate, score in ranked[:top_k]]

@@ -22,9 +22,23 @@ class Memory(BaseModel):
 
 
 class MemoryHit(Memory):
-    """A memory found by a search, with its similarity (cosine similarity for vector search)."""
+    """A memory found by a search; a list of hits is ordered by ``score``, best first."""
 
-    score: float
+    score: float = Field(
+        description="The value the list is ordered by, higher is better: the cosine similarity plus the "
+        "keyword bonus of hybrid ranking (equal to the similarity when that bonus is off), or the share of "
+        "query terms found for keyword search."
+    )
+    similarity: float | None = Field(
+        default=None,
+        description="Cosine similarity of the memory's vector to the query's (1 - cosine distance, 1.0 = "
+        "identical); null when no vector was compared (keyword search).",
+    )
+    duplicate_ids: list[str] = Field(
+        default_factory=list,
+        description="Ids of other memories with identical text in the same scope that this hit stands for "
+        "in the list (nothing is deleted).",
+    )
 
 
 class DuplicateMatch(BaseModel):

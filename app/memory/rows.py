@@ -72,4 +72,7 @@ def to_memory(row: dict[str, Any]) -> Memory:
 
 
 def to_hit(row: dict[str, Any]) -> MemoryHit:
-    return MemoryHit(**_fields(row), score=float(row["score"]))
+    """A search row: ``score`` orders the list, ``similarity`` (if the search compared vectors) is the cosine."""
+    similarity = row.get("similarity")
+    return MemoryHit(**_fields(row), score=float(row["score"]),
+                     similarity=None if similarity is None else float(similarity))

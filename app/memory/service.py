@@ -1,8 +1,9 @@
 """The memory service: one API for the REST and MCP front ends.
 
 Writes go through the single ``Writer`` (acknowledged means committed); reads run in worker
-threads against a connection that sees other processes' commits at once. Scores of vector search
-are cosine similarities (``1 - cosine distance``); keyword-search scores are term coverage in [0, 1].
+threads against a connection that sees other processes' commits at once. A search hit's ``score`` is
+what its list is ordered by (cosine plus the hybrid's keyword bonus, or term coverage in [0, 1] for
+keyword search); ``similarity`` is the cosine similarity (``1 - cosine distance``) when vectors were compared.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import AppError, InvalidInput
-from app.memory import hybrid, keyword
+from app.memory import hit_list, hybrid, keyword
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
@@ -34,7 +35,7 @@ from app.memory.models import (
     SimilarMemory,
     Stats,
 )
-from app.memory.rows import iso, new_row, now_ms, to_hit, to_memory
+from app.memory.rows import iso, new_row, now_ms, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, normalize_scope, writable_scopes
 from app.memory.store import RecoveryReport, Store, Writer, filters, health_fields, open_with_recovery
 from app.memory.validation import (
@@ -221,8 +222,9 @@ class MemoryService:
 
     async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None,
                      *, scope: str | None = None) -> RecallResult:
-        """Best matches by meaning, ordered by the hybrid of ``hybrid.py`` unless its weight is 0
-        (``score`` is the cosine similarity either way); keyword search when the embedder is down."""
+        """Best matches by meaning, ordered by ``score`` (the hybrid of ``hybrid.py``, or the cosine when its
+        weight is 0), each with its cosine as ``similarity``, identical texts of a scope once (``hit_list``);
+        keyword search when the embedder is down."""
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
@@ -230,23 +232,25 @@ class MemoryService:
             vector = await self._embed_query(query)
         except EmbeddingError as exc:
             logger.warning("embedder unavailable, recall falls back to keyword search: %s", exc)
-            rows = await asyncio.to_thread(keyword.search, self.store, query, where, top_k)
-            return RecallResult(hits=[to_hit(r) for r in rows], mode="keyword_fallback")
+            hits = await hit_list.best_distinct(partial(self._keyword_rows, query, where), top_k)
+            return RecallResult(hits=hits, mode="keyword_fallback")
         weight = hybrid.lexical_weight(self.settings.rank_lexical_weight, self.embedder.name)
-        if weight:
-            rows = await hybrid.search(
-                self.store, query, vector, where, top_k, weight, self.settings.rank_keyword_pool_max_rows
-            )
-        else:
-            rows = await self.store.vector_search_async(vector, where, top_k)
-        return RecallResult(hits=[to_hit(r) for r in rows], mode="vector")
+        pool_max = self.settings.rank_keyword_pool_max_rows
+
+        async def fetch(limit: int) -> list[dict[str, Any]]:
+            if weight:
+                return await hybrid.search(self.store, query, vector, where, limit, weight, pool_max)
+            rows = await self.store.vector_search_async(vector, where, limit)
+            return [{**row, "similarity": row["score"]} for row in rows]
+
+        return RecallResult(hits=await hit_list.best_distinct(fetch, top_k), mode="vector")
 
     async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20) -> list[MemoryHit]:
-        """Substring search (finds Chinese words and exact identifiers); see ``keyword``."""
+        """Substring search (finds Chinese words and exact identifiers); see ``keyword``. Identical texts of a
+        scope once, as in ``recall``."""
         check_query(query, self.settings)
         check_limit(limit, "limit")
-        rows = await asyncio.to_thread(keyword.search, self.store, query, self._scope_filter(None, scope), limit)
-        return [to_hit(r) for r in rows]
+        return await hit_list.best_distinct(partial(self._keyword_rows, query, self._scope_filter(None, scope)), limit)
 
     async def list_memories(self, scope: str | None = None, category: str | None = None,
                             limit: int = 30, offset: int = 0) -> list[Memory]:
@@ -299,6 +303,9 @@ class MemoryService:
                      table_version=version)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    async def _keyword_rows(self, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(keyword.search, self.store, query, where, limit)
 
     async def _page(self, where: str | None, limit: int, offset: int) -> list[Memory]:
         check_limit(limit, "limit", MAX_PAGE)
