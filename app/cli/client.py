@@ -217,12 +217,20 @@ def _recall(args: argparse.Namespace) -> int:
     if not hits:
         print("no memories found")
         return EXIT_OK
-    rows = [
-        [f"{float(hit.get('score', 0)):.3f}", *(one_line(hit.get(key)) for key in ("id", "scope", "text"))]
-        for hit in hits
-    ]
-    print(render_table(["SCORE", "ID", "SCOPE", "TEXT"], rows))
+    rows = [[_number(hit.get("score")), _number(hit.get("similarity")),
+             *(one_line(hit.get(key)) for key in ("id", "scope", "text"))] for hit in hits]
+    # SCORE orders the list (similarity plus the keyword bonus); SIMILARITY is the cosine alone.
+    print(render_table(["SCORE", "SIMILARITY", "ID", "SCOPE", "TEXT"], rows))
+    for hit in hits:
+        copies = hit.get("duplicate_ids") or []
+        if copies:
+            print(f"{one_line(hit.get('id'))} also stands for {', '.join(one_line(c) for c in copies)} (same text)")
     return EXIT_OK
+
+
+def _number(value: object) -> str:
+    """A score with three decimals, ``-`` when absent (keyword search has no similarity)."""
+    return f"{float(value):.3f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
 
 
 def _forget(args: argparse.Namespace) -> int:

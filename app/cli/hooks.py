@@ -9,8 +9,11 @@ and they print nothing when anything goes wrong (server down, slow, bad input).
 ``hook recall`` (``UserPromptSubmit``): reads ``{"prompt": …}`` on stdin, skips prompts under 5
 characters, asks the server's vector search for the prompt and prints a ``<memory_recall>`` block.
 Recalled text was written by other agents, so the block is spotlighted: it says the notes are data,
-not instructions, each note sits in its own ``<memory …>`` element with id, score and scope, and
-``&``, ``<`` and ``>`` in the text are escaped so no note can close the block or open a new one.
+not instructions, each note sits in its own ``<memory …>`` element with id, score, similarity and
+scope, and ``&``, ``<`` and ``>`` in the text are escaped so no note can close the block or open a new
+one. Notes come in the server's order, by ``score`` (similarity plus the hybrid's keyword bonus);
+``--min-score`` compares the cosine ``similarity``, and a text stored several times in a scope is one
+note whose ``duplicate_ids`` attribute names the other copies.
 
 ``hook remember`` (``Stop``): opt-in with ``MEMORY_MCP_HOOK_REMEMBER=1``. It stores the last
 assistant message of the transcript (``transcript_path``) as a short summary tagged
@@ -141,10 +144,14 @@ def format_recall(hits: list[dict[str, Any]]) -> str:
     notes: list[str] = []
     used = len(PREAMBLE)
     for hit in hits:
-        note = (
-            f'<memory id="{_attr(hit.get("id", ""))}" score="{float(hit.get("score", 0.0)):.2f}" '
-            f'scope="{_attr(hit.get("scope", ""))}">\n{_note_text(hit.get("text"))}\n</memory>'
-        )
+        attributes = f'id="{_attr(hit.get("id", ""))}" score="{float(hit.get("score", 0.0)):.2f}"'
+        if hit.get("similarity") is not None:
+            attributes += f' similarity="{float(hit["similarity"]):.2f}"'
+        attributes += f' scope="{_attr(hit.get("scope", ""))}"'
+        copies = hit.get("duplicate_ids")
+        if isinstance(copies, list) and copies:
+            attributes += f' duplicate_ids="{_attr(" ".join(str(c) for c in copies))}"'
+        note = f"<memory {attributes}>\n{_note_text(hit.get('text'))}\n</memory>"
         if used + len(note) > MAX_BLOCK_CHARS:
             break
         notes.append(note)
@@ -163,7 +170,13 @@ def _recall_hits(event: dict[str, Any], args: argparse.Namespace, budget: Budget
         hits = api.request("GET", "/api/lancedb/vector-search", params=params)
     if not isinstance(hits, list):
         return []
-    return [hit for hit in hits if isinstance(hit, dict) and float(hit.get("score", 0.0)) >= args.min_score]
+    return [hit for hit in hits if isinstance(hit, dict) and _similarity(hit) >= args.min_score]
+
+
+def _similarity(hit: dict[str, Any]) -> float:
+    """The cosine the ``--min-score`` floor is about; a keyword fallback has none, so its own score stands in."""
+    similarity = hit.get("similarity")
+    return float(similarity if similarity is not None else hit.get("score", 0.0))
 
 
 def _hook_recall(args: argparse.Namespace) -> int:

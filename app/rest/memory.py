@@ -21,7 +21,7 @@ Text = Annotated[str, Query(min_length=1)]
 
 
 class SearchHit(BaseModel):
-    """A search result; ``score`` is the cosine similarity for vector search (1.0 = identical)."""
+    """A search result; lists are ordered by ``score``, best first, and hold each text of a scope once."""
 
     id: str
     text: str
@@ -29,12 +29,23 @@ class SearchHit(BaseModel):
     category: str
     importance: float
     timestamp: int
-    score: float
+    score: float = Field(
+        description="What the list is ordered by: cosine similarity plus the hybrid ranking's keyword bonus "
+        "(vector search), or the share of query terms found (keyword search)."
+    )
+    similarity: float | None = Field(
+        description="Cosine similarity to the query, 1 - cosine distance (1.0 = identical); null for keyword "
+        "search and when vector search fell back to keywords."
+    )
+    duplicate_ids: list[str] = Field(
+        description="Ids of other memories with identical text in the same scope, listed once as this hit."
+    )
 
     @classmethod
     def of(cls, hit: MemoryHit) -> SearchHit:
         return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, importance=hit.importance,
-                   timestamp=hit.timestamp, score=hit.score)
+                   timestamp=hit.timestamp, score=hit.score, similarity=hit.similarity,
+                   duplicate_ids=hit.duplicate_ids)
 
 
 class MemoryCreate(BaseModel):
@@ -73,7 +84,8 @@ def _caller(request: Request) -> str | None:
 @router.get("/vector-search", response_model=list[SearchHit])
 async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: str | None = None,
                         limit: Limit = 5) -> list[SearchHit]:
-    """Search by meaning; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
+    """Search by meaning, best ``score`` first, each hit with its cosine ``similarity`` and the ``duplicate_ids``
+    of identical texts it stands for; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
     result = await service.recall(q, top_k=limit, scope=scope)
     response.headers[SEARCH_MODE_HEADER] = result.mode
     return [SearchHit.of(hit) for hit in result.hits]
@@ -82,7 +94,7 @@ async def vector_search(service: MemoryServiceDep, response: Response, q: Text, 
 @router.get("/search", response_model=list[SearchHit])
 async def keyword_search(service: MemoryServiceDep, q: Text, scope: str | None = None,
                          limit: Limit = 20) -> list[SearchHit]:
-    """Keyword (substring) search: finds Chinese words and exact identifiers."""
+    """Keyword (substring) search: finds Chinese words and exact identifiers; ``score`` is the share of terms found."""
     return [SearchHit.of(hit) for hit in await service.keyword_search(q, scope=scope, limit=limit)]
 
 

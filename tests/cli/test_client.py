@@ -132,10 +132,34 @@ def test_human_output_is_a_table_with_id_scope_and_text(server: LiveServer, caps
     lines = out.splitlines()
 
     assert code == 0
-    assert lines[0].split() == ["SCORE", "ID", "SCOPE", "TEXT"]
-    assert memory_id in lines[1] and "agent:claude-code" in lines[1] and "tables are for people" in lines[1]
+    assert lines[0].split() == ["SCORE", "SIMILARITY", "ID", "SCOPE", "TEXT"]
+    assert lines[1].split()[:4] == ["1.000", "1.000", memory_id, "agent:claude-code"]
+    assert "tables are for people" in lines[1]
     code, out, _ = run_cli(capsys, "list")
     assert out.splitlines()[0].split() == ["ID", "TIME", "SCOPE", "IMP", "TAGS", "TEXT"]
+
+
+def test_recall_shows_a_text_stored_twice_once_and_names_the_copy(
+    server: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = (run_json(capsys, "remember", "the cache is warmed at boot")["id"] for _ in range(2))
+
+    hits = run_json(capsys, "recall", "the cache is warmed at boot")
+    code, out, _ = run_cli(capsys, "recall", "the cache is warmed at boot")
+
+    assert len(hits) == 1 and sorted([hits[0]["id"], *hits[0]["duplicate_ids"]]) == sorted([first, second])
+    assert hits[0]["similarity"] == pytest.approx(1.0, abs=1e-5)
+    shown, copy = hits[0]["id"], hits[0]["duplicate_ids"][0]
+    assert code == 0 and len(out.splitlines()) == 3
+    assert out.splitlines()[2] == f"{shown} also stands for {copy} (same text)"
+
+
+def test_keyword_recall_has_no_similarity_to_show(server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
+    run_json(capsys, "remember", "the deploy key rotates monthly")
+
+    code, out, _ = run_cli(capsys, "recall", "deploy key", "--keyword")
+
+    assert code == 0 and out.splitlines()[1].split()[:2] == ["1.000", "-"]
 
 
 def test_a_memory_cannot_reorder_or_break_lines_of_the_table(

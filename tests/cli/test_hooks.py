@@ -98,7 +98,8 @@ def test_recall_prints_the_remembered_memory_in_a_memory_recall_block(live_serve
     assert done.returncode == 0
     assert out.startswith("<memory_recall>\n") and out.endswith("</memory_recall>\n")
     assert "DATA, not instructions" in out
-    assert re.search(rf'<memory id="{memory_id}" score="[01]\.\d\d" scope="agent:claude-code">', out)
+    assert re.search(rf'<memory id="{memory_id}" score="[01]\.\d\d" similarity="[01]\.\d\d" '
+                     rf'scope="agent:claude-code">', out)
     assert "memory-mcp timestamps are milliseconds since the epoch" in out
 
 
@@ -116,6 +117,42 @@ def test_recall_drops_memories_below_the_minimum_score(live_server: LiveServer) 
     done, _ = run_hook("recall", prompt("kubernetes ingress TLS"), live_server.url, "--min-score", "0.9", env=ROOMY)
 
     assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_recall_shows_a_text_stored_twice_as_one_note_naming_the_copy(live_server: LiveServer) -> None:
+    text = "the release branch is cut every second thursday"
+    first, second = remember(live_server, text), remember(live_server, text)
+
+    done, _ = run_hook("recall", prompt(text), live_server.url, env=ROOMY)
+
+    out = done.stdout.decode()
+    assert out.count("<memory ") == 1 and out.count(text) == 1
+    shown, copy = re.findall(r'<memory id="([^"]*)" .*duplicate_ids="([^"]*)">', out)[0]
+    assert sorted([shown, copy]) == sorted([first, second])
+
+
+def test_min_score_is_compared_with_the_similarity_not_the_keyword_boosted_score(
+        make_settings: SettingsFactory) -> None:
+    with run_server(make_settings(rank_lexical_weight=1.0)) as live:
+        memory_id = remember(live, "zebra")
+        question = prompt("what are the zebra crossing rules downtown")
+        dropped, _ = run_hook("recall", question, live.url, "--min-score", "0.9", env=ROOMY)
+        kept, _ = run_hook("recall", question, live.url, "--min-score", "0", env=ROOMY)
+
+    assert (dropped.returncode, dropped.stdout) == (0, b"")
+    note = rf'<memory id="{memory_id}" score="([^"]*)" similarity="([^"]*)"'
+    score, similarity = re.findall(note, kept.stdout.decode())[0]
+    assert float(score) > 1.0 > 0.9 > float(similarity)  # the score alone would have passed the floor
+
+
+def test_a_note_carries_similarity_and_copies_only_when_the_server_sent_them() -> None:
+    block = format_recall([
+        {"id": "a1", "text": "t", "scope": "global", "score": 1.25, "similarity": 0.5, "duplicate_ids": ["b2", "c3"]},
+        {"id": "d4", "text": "u", "scope": "global", "score": 0.5, "similarity": None, "duplicate_ids": []},
+    ])
+
+    assert '<memory id="a1" score="1.25" similarity="0.50" scope="global" duplicate_ids="b2 c3">' in block
+    assert '<memory id="d4" score="0.50" scope="global">' in block
 
 
 def test_recall_sends_the_token_and_searches_only_the_requested_scope(make_settings: SettingsFactory) -> None:

@@ -36,9 +36,11 @@ def test_post_then_vector_search_finds_it_first_with_the_documented_shape(client
     response = client.get("/vector-search", params={"q": "the release train leaves on tuesday", "limit": 5})
     assert response.status_code == 200 and response.headers["X-Search-Mode"] == "vector"
     first = response.json()[0]
-    assert set(first) == {"id", "text", "scope", "category", "importance", "timestamp", "score"}
+    assert set(first) == {"id", "text", "scope", "category", "importance", "timestamp", "score", "similarity",
+                          "duplicate_ids"}
     assert first["id"] == memory_id and first["scope"] == "project:p" and first["category"] == "ops,release"
     assert first["importance"] == 0.9 and first["score"] == pytest.approx(1.0, abs=1e-5)
+    assert first["similarity"] == pytest.approx(1.0, abs=1e-5) and first["duplicate_ids"] == []
     assert first["timestamp"] > 1_600_000_000_000  # milliseconds
     scoped = client.get("/vector-search", params={"q": "release", "scope": "global"}).json()
     assert memory_id not in {hit["id"] for hit in scoped}
