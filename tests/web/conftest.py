@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect, sync_playwright
+
+from app.settings import Settings
+from tests.support.server import LiveServer, run_server
 
 CHROMIUM = Path(os.environ.get("MEMORY_MCP_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -89,3 +93,18 @@ def browser_page(browser: Browser) -> Iterator[BrowserPage]:
     page.on("pageerror", problems.exception)
     yield BrowserPage(page=page, problems=problems)
     context.close()
+
+
+@contextmanager
+def dashboard_server(settings: Settings, browser_page: BrowserPage) -> Iterator[LiveServer]:
+    """``run_server`` for a test with a page on it: the page leaves before the server stops.
+
+    The page holds an event stream open. A server in a thread is stopped by a flag the app cannot
+    see, so that stream would hold uvicorn's graceful shutdown for its whole timeout; a real
+    ``memory-mcp serve`` ends its streams itself on SIGTERM (see test_live_updates.py).
+    """
+    with run_server(settings) as server:
+        try:
+            yield server
+        finally:
+            browser_page.page.goto("about:blank")

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.conftest import SettingsFactory
-from tests.support.server import LiveServer, run_server
-from tests.web.conftest import BrowserPage
+from tests.support.server import LiveServer
+from tests.web.conftest import BrowserPage, dashboard_server
 
 COLUMN_TITLES = ["Backlog", "Todo", "In Progress", "Review", "Done", "Canceled", "Waiting", "Blocked"]
 
@@ -36,7 +36,7 @@ def test_board_shows_eight_columns_and_moves_cards_by_drag_and_by_the_detail_sel
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         task = create_task(server, "Wire the dashboard", description="Serve `/` with a strict CSP.\nNo CDN.",
                            priority="high", tags=["web"])
         create_task(server, "Write the README section", status="backlog")
@@ -84,7 +84,7 @@ def test_card_detail_shows_job_status_and_output(
     script = tmp_path / "job.py"
     script.write_text("import os, sys\nprint('job for', os.environ['MEMORY_MCP_TASK_ID'], sys.argv[1:])\n")
     page = browser_page.page
-    with run_server(make_settings(job_command=[sys.executable, str(script)])) as server:
+    with dashboard_server(make_settings(job_command=[sys.executable, str(script)]), browser_page) as server:
         task = create_task(server, "Run the job")
         job = httpx.post(f"{server.url}/api/kanban/jobs", json={"task_id": task["id"], "wait_s": 30}, timeout=40).json()
         assert job["status"] == "succeeded", job
@@ -104,8 +104,10 @@ def test_moving_a_card_another_agent_moved_meanwhile_is_refused_and_the_board_ca
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         task = create_task(server, "Claimed elsewhere")
+        # No live updates for this page (as while its stream is down), so its board stays stale.
+        page.route("**/api/events", lambda route: route.abort())
         page.goto(f"{server.url}/#board")
         stale = column(page, "todo").locator(".card")
         expect(stale).to_have_count(1)

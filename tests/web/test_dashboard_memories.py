@@ -10,8 +10,7 @@ import pytest
 from playwright.sync_api import Locator, Page, Route, expect
 
 from tests.conftest import SettingsFactory
-from tests.support.server import run_server
-from tests.web.conftest import TIMEZONE, BrowserPage
+from tests.web.conftest import TIMEZONE, BrowserPage, dashboard_server
 
 FACT = "memory-mcp timestamp 必須用毫秒，與 OpenClaw 格式一致"
 OTHER = "The kanban board keeps its SQLite file in WAL mode"
@@ -41,7 +40,7 @@ def test_memory_panel_adds_finds_edits_and_deletes_a_memory(
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         page.goto(f"{server.url}/#memories")
         add_through_form(page, OTHER, "global", "kanban")
         expect(memory_item(page, OTHER)).to_be_visible()
@@ -93,7 +92,7 @@ def test_dismissing_the_delete_confirmation_keeps_the_memory(
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         created = httpx.post(f"{server.url}/api/lancedb/memories", json={"text": FACT}).json()
         page.goto(f"{server.url}/#memories")
         page.once("dialog", lambda dialog: dialog.dismiss())
@@ -107,7 +106,7 @@ def test_adding_a_near_duplicate_shows_a_warning_and_still_saves(
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         first = httpx.post(f"{server.url}/api/lancedb/memories", json={"text": FACT, "scope": "global"}).json()
         page.goto(f"{server.url}/#memories")
         expect(memory_item(page, FACT)).to_have_count(1)
@@ -124,7 +123,7 @@ def test_sidebar_groups_scopes_with_counts_and_filters_newest_first_in_local_tim
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         for text, scope in [
             ("global one", "global"),
             ("antigravity note", "agent:antigravity"),
@@ -156,7 +155,7 @@ def test_a_slow_answer_for_all_scopes_never_overwrites_the_scope_clicked_meanwhi
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         for text, scope in [("global one", "global"), ("claude only", "agent:claude-code")]:
             assert httpx.post(f"{server.url}/api/lancedb/memories", json={"text": text, "scope": scope}).is_success
         held: list[Route] = []
@@ -186,7 +185,7 @@ def test_memory_text_is_shown_as_text_and_never_run_as_markup(
 ) -> None:
     page = browser_page.page
     hostile = '<img src=x onerror="window.__owned=1"><script>window.__owned=2</script><b>bold</b>'
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         created = httpx.post(f"{server.url}/api/lancedb/memories", json={"text": hostile, "category": "<i>t</i>"})
         assert created.is_success, created.text
         page.goto(f"{server.url}/")
@@ -201,7 +200,7 @@ def test_server_errors_are_shown_to_the_user_with_their_code(
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings()) as server:
+    with dashboard_server(make_settings(), browser_page) as server:
         page.goto(f"{server.url}/")
         add_through_form(page, "lands nowhere", "nowhere:at-all", "")
         notice = page.locator("#notice")

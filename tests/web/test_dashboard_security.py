@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 
 from app.web.routes import STATIC_DIR
 from tests.conftest import SettingsFactory
-from tests.support.server import LiveServer, run_server
-from tests.web.conftest import BrowserPage
+from tests.support.server import LiveServer
+from tests.web.conftest import BrowserPage, dashboard_server
 
 TOKEN = "dashboard-test-token-7f3a"
 ABSOLUTE_URL = re.compile(r"\b(?:https?:)?//[a-z0-9.-]+", re.IGNORECASE)
@@ -130,7 +130,7 @@ def test_with_a_token_the_page_asks_once_keeps_it_for_the_tab_and_sends_it_as_be
     make_settings: SettingsFactory, browser_page: BrowserPage
 ) -> None:
     page = browser_page.page
-    with run_server(make_settings(token=TOKEN)) as server:
+    with dashboard_server(make_settings(token=TOKEN), browser_page) as server:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.get(f"{server.url}/api/lancedb/stats").status_code == 401
         created = httpx.post(f"{server.url}/api/lancedb/memories", json={"text": "behind the token"}, headers=auth)

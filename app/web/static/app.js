@@ -13,7 +13,10 @@ const STATUS_LABEL = Object.fromEntries(STATUSES);
 // Who the history and notes name for changes made here; an agent token bound by the server wins.
 const ACTOR = "dashboard";
 
-const state = { scope: null, offset: 0, search: null, scopes: {}, taskId: null };
+const state = {
+  scope: null, offset: 0, search: null, scopes: {}, taskId: null, taskSignature: null, formTask: null,
+  memoriesStale: false, boardStale: false, dragging: false,
+};
 const $ = (selector) => document.querySelector(selector);
 
 // ---------- DOM helpers ----------
@@ -97,6 +100,18 @@ class ApiError extends Error {
 }
 
 let tokenPrompt = null;
+let tokenWaiters = [];
+
+// Resolves when a token is next stored: the event stream waits here after a dismissed prompt
+// instead of asking again on every retry.
+function tokenStored() {
+  return new Promise((resolve) => tokenWaiters.push(resolve));
+}
+
+function tokenReason(refused) {
+  return refused ? "The server refused that token. Enter the server token:" : "This server needs a token.";
+}
+
 function askToken(reason) {
   // Parallel requests that all get 401 share one prompt.
   if (!tokenPrompt) {
@@ -106,7 +121,10 @@ function askToken(reason) {
       $("#token-input").value = "";
       dialog.addEventListener("close", () => {
         const token = $("#token-input").value.trim();
-        if (token) sessionStorage.setItem(TOKEN_KEY, token);
+        if (token) {
+          sessionStorage.setItem(TOKEN_KEY, token);
+          for (const wake of tokenWaiters.splice(0)) wake();
+        }
         tokenPrompt = null;
         updateTokenButton();
         resolve(Boolean(token));
@@ -141,8 +159,7 @@ async function api(method, path, body, { withHeaders = false } = {}) {
     }
     if (response.status === 401 && attempt < 3) {
       if (token) sessionStorage.removeItem(TOKEN_KEY);
-      const reason = token ? "The server refused that token. Enter the server token:" : "This server needs a token.";
-      if (await askToken(reason)) continue;
+      if (await askToken(tokenReason(Boolean(token)))) continue;
     }
     const text = await response.text();
     let data = null;
@@ -250,6 +267,10 @@ function memoryItem(memory) {
   return item;
 }
 
+function memoryEditOpen() {
+  return Boolean($("#memory-list form.editing"));
+}
+
 function renderMemories(items, append) {
   const list = $("#memory-list");
   const nodes = items.map(memoryItem);
@@ -261,25 +282,32 @@ function renderMemories(items, append) {
 // only the newest request may render, or a stale answer would overwrite the one the user asked for.
 let newestListRequest = 0;
 
-async function loadMemories(append = false) {
+// A redraw would wipe a memory being edited in place: a live reload then waits for the edit to end.
+function liveRenderBlocked(live) {
+  if (!live || !memoryEditOpen()) return false;
+  state.memoriesStale = true;
+  return true;
+}
+
+async function loadMemories(append = false, { offset = state.offset, limit = PAGE_SIZE, live = false } = {}) {
   const mine = ++newestListRequest;
-  const params = query({ scope: state.scope, limit: PAGE_SIZE, offset: state.offset });
+  const params = query({ scope: state.scope, limit, offset });
   const items = asList(await api("GET", `/api/lancedb/memories?${params}`), "memories");
-  if (mine !== newestListRequest) return;
+  if (mine !== newestListRequest || liveRenderBlocked(live)) return;
   items.sort((a, b) => (toDate(b.timestamp)?.getTime() ?? 0) - (toDate(a.timestamp)?.getTime() ?? 0));
   renderMemories(items, append);
-  $("#load-more").hidden = items.length < PAGE_SIZE;
+  $("#load-more").hidden = items.length < limit;
   const shown = $("#memory-list").children.length;
   $("#list-summary").textContent = shown ? `${shown} shown, newest first` : "";
 }
 
-async function runSearch(mode, q) {
+async function runSearch(mode, q, live = false) {
   const semantic = mode === "semantic";
   const path = semantic ? "/api/lancedb/vector-search" : "/api/lancedb/search";
   const mine = ++newestListRequest;
   const params = query({ q, scope: state.scope, limit: semantic ? 20 : undefined });
   const { data, headers } = await api("GET", `${path}?${params}`, undefined, { withHeaders: true });
-  if (mine !== newestListRequest) return;
+  if (mine !== newestListRequest || liveRenderBlocked(live)) return;
   const items = asList(data, "hits", "memories");
   renderMemories(items, false);
   $("#load-more").hidden = true;
@@ -289,18 +317,26 @@ async function runSearch(mode, q) {
   $("#list-summary").textContent = `${items.length} ${kind} result${items.length === 1 ? "" : "s"} for “${q}”`;
 }
 
-async function refreshMemories() {
+// A live reload keeps the pages already loaded with "Load more" (up to the API's page limit).
+const MAX_PAGE = 200;
+
+async function refreshMemories({ live = false } = {}) {
+  state.memoriesStale = false;
   $("#list-title").textContent = state.scope || "All scopes";
   $("#clear-search").hidden = !state.search;
   try {
-    if (state.search) await runSearch(state.search.mode, state.search.q);
-    else { state.offset = 0; await loadMemories(false); }
+    if (state.search) await runSearch(state.search.mode, state.search.q, live);
+    else if (live) {
+      const limit = Math.min(MAX_PAGE, state.offset + PAGE_SIZE);
+      state.offset = limit - PAGE_SIZE;
+      await loadMemories(false, { offset: 0, limit, live });
+    } else { state.offset = 0; await loadMemories(false); }
   } catch (error) { showError(error); }
 }
 
-async function refreshAll() {
+async function refreshAll({ live = false } = {}) {
   try { await loadStats(); } catch (error) { showError(error); }
-  await refreshMemories();
+  await refreshMemories({ live });
 }
 
 function startSearch(mode) {
@@ -371,7 +407,10 @@ function memoryForm(memory, onSave, onCancel) {
 
 function editMemory(item, memory) {
   const original = [...item.childNodes];
-  const cancel = () => item.replaceChildren(...original);
+  const cancel = () => {
+    item.replaceChildren(...original);
+    if (state.memoriesStale) liveMemories();
+  };
   item.replaceChildren(memoryForm(memory, async (values) => {
     const changes = {};
     if (values.text !== memory.text) changes.text = values.text;
@@ -424,9 +463,14 @@ function taskCard(task, status) {
     onclick: () => openTask(id),
     onkeydown: (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); openTask(id); } },
     ondragstart: (event) => {
+      state.dragging = true;
       event.dataTransfer.setData("text/plain", id);
       event.dataTransfer.setData("application/x-memory-mcp-status", status);
       event.dataTransfer.effectAllowed = "move";
+    },
+    ondragend: () => {
+      state.dragging = false;
+      if (state.boardStale) liveBoard();
     },
   },
   el("div", { class: "card-title", text: task.title }),
@@ -455,10 +499,18 @@ function boardColumn(status, label, cards) {
   return column;
 }
 
+// As for the memory list: only the newest answer may draw the board.
+let newestBoardRequest = 0;
+
 async function loadBoard() {
+  const mine = ++newestBoardRequest;
+  state.boardStale = false;
   try {
     const byStatus = boardColumns(await api("GET", "/api/kanban/board"));
+    if (mine !== newestBoardRequest) return;
     $("#board").replaceChildren(...STATUSES.map(([status]) => boardColumn(status, STATUS_LABEL[status], byStatus[status] || [])));
+    const assignees = new Set(Object.values(byStatus).flat().map((card) => card.assignee).filter(Boolean));
+    $("#assignee-options").replaceChildren(...[...assignees].sort().map((name) => el("option", { value: name })));
   } catch (error) { showError(error); }
 }
 
@@ -592,27 +644,274 @@ async function jobsSection(taskId) {
   return box;
 }
 
-async function openTask(id) {
-  let detail;
-  try { detail = await api("GET", `/api/kanban/tasks/${encodeURIComponent(id)}`); } catch (error) { showError(error); return; }
+async function fetchTask(id) {
+  const detail = await api("GET", `/api/kanban/tasks/${encodeURIComponent(id)}`);
   const task = pick(detail, "task") || detail;
   task.id = pick(task, "id", "task_id") || id;
+  task.notes = asList(pick(detail, "notes") ?? pick(task, "notes") ?? []);
+  task.history = asList(pick(detail, "history") ?? pick(task, "history") ?? []);
+  return task;
+}
+
+// What a live refresh compares: an unchanged task is not redrawn under the user's hands.
+function taskSignature(task) {
+  return JSON.stringify([pick(task, "updated_ms", "updated"), task.status, task.notes.length, task.history.length]);
+}
+
+async function renderTask(task) {
   state.taskId = task.id;
-  const notes = asList(pick(detail, "notes") ?? pick(task, "notes") ?? []);
-  const history = asList(pick(detail, "history") ?? pick(task, "history") ?? []);
+  state.taskSignature = taskSignature(task);
   const description = pick(task, "description");
   $("#task-detail").replaceChildren(...[
     el("header", { class: "detail-header" },
       el("div", {}, el("div", { class: "card-id", text: task.id }), el("h2", { id: "task-title", text: task.title })),
-      el("button", { type: "button", class: "ghost", "aria-label": "Close", text: "✕", onclick: () => $("#task-dialog").close() })),
+      el("div", { class: "detail-actions" },
+        el("button", { type: "button", id: "edit-task", text: "Edit", onclick: () => openTaskForm(task) }),
+        el("button", { type: "button", id: "delete-task", class: "danger", text: "Delete", onclick: () => deleteTask(task) }),
+        el("button", { type: "button", class: "ghost", "aria-label": "Close", text: "✕", onclick: () => $("#task-dialog").close() }))),
     fieldList(task),
     description ? el("div", { class: "description", text: description }) : null,
     section("Move", moveControls(task)),
-    notesSection(task, notes),
-    historySection(history),
+    notesSection(task, task.notes),
+    historySection(task.history),
     await jobsSection(task.id)].filter(Boolean));
+}
+
+async function openTask(id) {
+  let task;
+  try { task = await fetchTask(id); } catch (error) { showError(error); return; }
+  await renderTask(task);
   const dialog = $("#task-dialog");
   if (!dialog.open) dialog.showModal();
+}
+
+// After a change on the board, the open task is redrawn only if it changed and nobody is typing a note.
+async function refreshOpenTask() {
+  const id = state.taskId;
+  if (!id || !$("#task-dialog").open || $("#task-form-dialog").open) return;
+  let task;
+  try { task = await fetchTask(id); } catch (error) {
+    if (error.status !== 404) return;
+    $("#task-dialog").close();
+    notify(`${id} was deleted`);
+    return;
+  }
+  const note = $("#note-text");
+  if (state.taskId !== id || taskSignature(task) === state.taskSignature || (note && note.value.trim())) return;
+  await renderTask(task);
+}
+
+// ---------- task form: create and edit ----------
+
+function splitList(value) {
+  return value.split(",").map((item) => item.trim()).filter(Boolean);
+}
+
+function openTaskForm(task = null) {
+  state.formTask = task;
+  $("#task-form-heading").textContent = task ? `Edit ${task.id}` : "New task";
+  $("#tf-title").value = task?.title ?? "";
+  $("#tf-description").value = task?.description ?? "";
+  $("#tf-assignee").value = task?.assignee ?? "";
+  $("#tf-priority").value = task?.priority ?? "";
+  $("#tf-tags").value = (task?.tags ?? []).join(", ");
+  $("#tf-steps").value = (task?.steps ?? []).join(", ");
+  $("#tf-status").replaceChildren(...STATUSES.map(([status]) =>
+    el("option", { value: status, selected: status === "todo", text: STATUS_LABEL[status] })));
+  $("#tf-status-label").hidden = Boolean(task); // an existing card changes column with Move
+  $("#task-form-submit").textContent = task ? "Save changes" : "Create task";
+  $("#task-form-error").hidden = true;
+  $("#task-form-dialog").showModal();
+  $("#tf-title").focus();
+}
+
+function taskFormValues() {
+  return {
+    title: $("#tf-title").value.trim(),
+    description: $("#tf-description").value,
+    assignee: $("#tf-assignee").value.trim(),
+    priority: $("#tf-priority").value.trim() || null,
+    tags: splitList($("#tf-tags").value),
+    steps: splitList($("#tf-steps").value),
+  };
+}
+
+// Only what the user changed goes into the PATCH, so a field another agent changed meanwhile is kept.
+function changedFields(task, values) {
+  const changes = {};
+  for (const [key, value] of Object.entries(values)) {
+    const empty = Array.isArray(value) ? [] : key === "priority" ? null : "";
+    if (JSON.stringify(task[key] ?? empty) !== JSON.stringify(value)) changes[key] = value;
+  }
+  return changes;
+}
+
+async function saveTask(task, values) {
+  if (!task) {
+    const body = { ...values, status: $("#tf-status").value, actor: ACTOR };
+    if (body.priority === null) delete body.priority;
+    const created = await api("POST", "/api/kanban/tasks", body);
+    notify(`${created.id} created`);
+    return;
+  }
+  const changes = changedFields(task, values);
+  if (!Object.keys(changes).length) return;
+  await api("PATCH", `/api/kanban/tasks/${encodeURIComponent(task.id)}`, { ...changes, actor: ACTOR });
+  notify(`${task.id} updated`);
+}
+
+async function submitTaskForm(event) {
+  event.preventDefault();
+  const task = state.formTask;
+  const button = $("#task-form-submit");
+  button.disabled = true;
+  try {
+    await saveTask(task, taskFormValues());
+  } catch (error) {
+    // The server's own words and code, next to the fields, with the form kept for a fix.
+    const box = $("#task-form-error");
+    box.textContent = `${error.message}${error.code ? ` (${error.code})` : ""}`;
+    box.hidden = false;
+    return;
+  } finally { button.disabled = false; }
+  $("#task-form-dialog").close();
+  await loadBoard();
+  if (task && state.taskId === task.id && $("#task-dialog").open) await openTask(task.id);
+}
+
+async function deleteTask(task) {
+  if (!window.confirm(`Delete ${task.id}?\n\n${task.title}\n\nIts notes and history are deleted with it.`)) return;
+  try {
+    await api("DELETE", `/api/kanban/tasks/${encodeURIComponent(task.id)}`);
+    $("#task-dialog").close();
+    notify(`${task.id} deleted`);
+  } catch (error) { showError(error); }
+  await loadBoard();
+}
+
+// ---------- live updates ----------
+// GET /api/events says when the memories or the board changed; the page then reloads that list.
+// EventSource cannot send the bearer header, so the stream is read with fetch. After a server
+// restart it reconnects with growing, jittered waits, and reloads what it shows once it is back.
+
+const EVENTS_PATH = "/api/events";
+const RETRY_FIRST_MS = 500;
+const RETRY_MAX_MS = 8000;
+const SILENCE_MS = 40000; // the server sends a keep-alive every 15 s: this much quiet is a dead line
+const FIRST_LOAD_WAIT_MS = 1500;
+
+// At most one load in flight and one queued behind it: a burst of events costs two loads, not one each.
+function coalesced(load) {
+  let busy = false;
+  let queued = false;
+  return async function run() {
+    if (busy) { queued = true; return; }
+    busy = true;
+    try {
+      do { queued = false; await load(); } while (queued);
+    } finally { busy = false; }
+  };
+}
+
+const liveMemories = coalesced(async () => {
+  if ($("#view-memories").hidden) return; // showView loads it when it is shown
+  if (memoryEditOpen()) { state.memoriesStale = true; return; }
+  await refreshAll({ live: true });
+});
+
+const liveBoard = coalesced(async () => {
+  if ($("#view-board").hidden) return;
+  if (state.dragging) { state.boardStale = true; return; }
+  await loadBoard();
+  await refreshOpenTask();
+});
+
+function setLive(name, text) {
+  const badge = $("#live-status");
+  badge.dataset.state = name;
+  badge.textContent = text;
+}
+
+// The first load waits for the stream's "ready" (so no write can fall between the two), but not long.
+let viewsLoaded = false;
+function loadViewsOnce() {
+  if (viewsLoaded) return false;
+  viewsLoaded = true;
+  showView();
+  return true;
+}
+
+function onStreamEvent(name) {
+  if (name === "ready") {
+    setLive("live", "Live");
+    if (!loadViewsOnce()) { liveMemories(); liveBoard(); } // back after a gap: catch up
+  } else if (name === "memories") liveMemories();
+  else if (name === "board") liveBoard();
+}
+
+function eventName(block) {
+  for (const line of block.split("\n")) if (line.startsWith("event:")) return line.slice(6).trim();
+  return null; // a comment (keep-alive) or a data-only block
+}
+
+async function readStream(response, heard) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    heard();
+    buffer = (buffer + value).replace(/\r\n/g, "\n");
+    for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+      const name = eventName(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+      if (name) onStreamEvent(name);
+    }
+  }
+}
+
+// One connection, until it ends; true when the server answered it (so the next wait starts short).
+async function followOnce() {
+  const controller = new AbortController();
+  let silence = null;
+  const heard = () => { clearTimeout(silence); silence = setTimeout(() => controller.abort(), SILENCE_MS); };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = { Accept: "text/event-stream" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  try {
+    heard();
+    const response = await fetch(EVENTS_PATH, { headers, cache: "no-store", credentials: "same-origin", signal: controller.signal });
+    if (response.status === 401) {
+      loadViewsOnce();
+      // Another request may have stored a new token meanwhile; else ask (one prompt shared with
+      // the API calls), and after a dismissal wait for a token rather than ask on every retry.
+      if (sessionStorage.getItem(TOKEN_KEY) !== token) return true;
+      if (token) sessionStorage.removeItem(TOKEN_KEY);
+      if (!(await askToken(tokenReason(Boolean(token))))) await tokenStored();
+      return true;
+    }
+    if (!response.ok || !response.body) { loadViewsOnce(); return false; }
+    await readStream(response, heard);
+    return true;
+  } catch {
+    loadViewsOnce();
+    return false; // unreachable, cut off, or silent for too long
+  } finally {
+    clearTimeout(silence);
+    controller.abort();
+  }
+}
+
+async function followChanges() {
+  setTimeout(loadViewsOnce, FIRST_LOAD_WAIT_MS);
+  let wait = RETRY_FIRST_MS;
+  for (;;) {
+    const answered = await followOnce();
+    setLive("reconnecting", "Reconnecting…");
+    if (answered) wait = RETRY_FIRST_MS;
+    await new Promise((done) => setTimeout(done, wait * (0.75 + Math.random() / 2)));
+    wait = Math.min(wait * 2, RETRY_MAX_MS);
+  }
 }
 
 // ---------- views ----------
@@ -638,11 +937,14 @@ function wire() {
     try { await loadMemories(true); } catch (error) { showError(error); }
   });
   $("#board-refresh").addEventListener("click", loadBoard);
+  $("#new-task").addEventListener("click", () => openTaskForm());
+  $("#task-form").addEventListener("submit", submitTaskForm);
+  $("#task-form-cancel").addEventListener("click", () => $("#task-form-dialog").close());
   $("#token-button").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); updateTokenButton(); notify("Token forgotten"); });
   $("#task-dialog").addEventListener("close", () => { state.taskId = null; clearTimeout(jobTimer); });
   window.addEventListener("hashchange", showView);
   updateTokenButton();
-  showView();
+  followChanges(); // loads the view once the stream is ready, then keeps it current
 }
 
 document.addEventListener("DOMContentLoaded", wire);

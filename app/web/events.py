@@ -1,0 +1,165 @@
+"""``GET /api/events``: a server-sent event stream that tells the dashboard when to look again.
+
+The stream carries no memory or task data, only "this list changed", so it needs no rule beyond the
+ones every API route has: the edge guard checks Host, Origin and the bearer token before it opens.
+EventSource cannot send that header, so the page reads the stream with ``fetch``.
+
+Changes are found by polling two markers that cost microseconds and see every writer, other
+processes included: the memory table's version (read off its ``_versions`` directory) and SQLite's
+``data_version`` for the board. One reading serves every open stream.
+
+Wire format (``text/event-stream``)::
+
+    event: ready      once on connect; the page reloads both lists (it may have missed changes)
+    event: memories   the memory table has a new version
+    event: board      the board's database saw a commit (tasks, notes, history or jobs)
+    : keep-alive      a comment every 15 s, so idle proxies and the page's watchdog see a live line
+
+Each ``data`` line is a JSON object of the markers; the page does not need them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fastapi import APIRouter
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Receive, Scope, Send
+
+from app.container import Services
+from app.errors import Unavailable
+
+logger = logging.getLogger(__name__)
+
+EVENTS_PATH = "/api/events"
+POLL_INTERVAL_S = 0.25  # a write shows on an open page within about half a second
+KEEPALIVE_S = 15.0
+MAX_STREAMS = 16  # a dashboard tab holds one; the next one is refused with 503 rather than queued
+SEND_TIMEOUT_S = 10.0  # a page that stops reading loses its stream instead of holding a task forever
+
+
+@dataclass(frozen=True)
+class Markers:
+    """Numbers that change when their store changes; None while a store cannot be read."""
+
+    memories: int | None
+    board: int | None
+
+
+class ChangeFeed:
+    """Reads both markers at most once per poll interval, however many streams ask; bounds the streams."""
+
+    def __init__(self, services: Services, *, poll_interval_s: float = POLL_INTERVAL_S,
+                 max_streams: int = MAX_STREAMS) -> None:
+        self._services = services
+        self.poll_interval_s = poll_interval_s
+        self.max_streams = max_streams
+        self.open_streams = 0
+        self._lock = asyncio.Lock()
+        self._read_at = -math.inf
+        self._last = Markers(None, None)
+
+    async def markers(self) -> Markers:
+        """The current markers; a reading younger than most of an interval is shared."""
+        async with self._lock:
+            if time.monotonic() - self._read_at >= self.poll_interval_s * 0.8:
+                self._last = Markers(await self._read(self._memory_version), await self._read(self._board_version))
+                self._read_at = time.monotonic()
+            return self._last
+
+    async def _memory_version(self) -> int:
+        store = self._services.memory.store
+        return await asyncio.to_thread(store.probe.current)
+
+    async def _board_version(self) -> int:
+        return await self._services.kanban.change_marker()
+
+    @staticmethod
+    async def _read(marker: Callable[[], Awaitable[int]]) -> int | None:
+        try:
+            return await marker()
+        except Unavailable:
+            return None  # starting or stopping: the page hears about it when the marker comes back
+        except Exception:
+            logger.warning("dashboard change marker unreadable", exc_info=True)
+            return None
+
+    def admit(self) -> Callable[[], None]:
+        """Take a stream slot; the returned function gives it back (once, however often it is called).
+
+        Raises:
+            Unavailable: every slot is taken.
+        """
+        if self.open_streams >= self.max_streams:
+            raise Unavailable(
+                f"too many open dashboard event streams (at most {self.max_streams}); retry shortly",
+                code="too_many_streams",
+                retry_after_s=5,
+            )
+        self.open_streams += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.open_streams -= 1
+
+        return release
+
+    async def events(self) -> AsyncIterator[ServerSentEvent]:
+        """``ready`` with the markers at connect, then one event per marker each time it moves."""
+        last = await self.markers()
+        yield _event("ready", asdict(last))
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            now = await self.markers()
+            if now.memories != last.memories:
+                yield _event("memories", {"marker": now.memories})
+            if now.board != last.board:
+                yield _event("board", {"marker": now.board})
+            last = now
+
+
+def _event(name: str, data: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(json.dumps(data), event=name, sep="\n")
+
+
+def _keepalive() -> ServerSentEvent:
+    return ServerSentEvent(comment="keep-alive", sep="\n")
+
+
+class _EventStream(EventSourceResponse):
+    """sse-starlette's response (keep-alive, disconnect, and the end of the stream when uvicorn is told
+    to stop, as for the MCP streams) that gives its feed slot back however the stream ends."""
+
+    def __init__(self, content: AsyncIterator[ServerSentEvent], release: Callable[[], None]) -> None:
+        super().__init__(content, ping=KEEPALIVE_S, sep="\n", ping_message_factory=_keepalive,
+                         send_timeout=SEND_TIMEOUT_S)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def router_for(services: Services) -> APIRouter:
+    """The events route over one feed for this app's services."""
+    feed = ChangeFeed(services)
+    router = APIRouter(include_in_schema=False)
+
+    @router.get(EVENTS_PATH)
+    async def events() -> EventSourceResponse:
+        """The dashboard's change stream (see the module docstring for the events)."""
+        return _EventStream(feed.events(), feed.admit())
+
+    return router
