@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     job_max_concurrent: int = Field(default=1, ge=1)
     job_output_cap_bytes: int = Field(default=64 * 1024, ge=1024)
     job_workdir: Path | None = None
+    # Jobs run with the server's user; as root that is a root shell for anyone who may trigger a job.
+    jobs_allow_root: bool = False
 
     @field_validator("allowed_hosts", "allowed_origins", "cors_origins", mode="before")
     @classmethod

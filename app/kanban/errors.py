@@ -39,6 +39,12 @@ class UnsafeJobCommand(InvalidInput):
     code = "unsafe_job_command"
 
 
+class JobRefusedAsRoot(Forbidden):
+    """The server runs as root and MEMORY_MCP_JOBS_ALLOW_ROOT is not set: no job starts."""
+
+    code = "job_refused_as_root"
+
+
 class VaultEscape(Forbidden):
     code = "vault_escape"
 

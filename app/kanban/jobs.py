@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import InvalidInput
+from app.kanban.errors import JobRefusedAsRoot
+from app.kanban.job_audit import JobAudit
 from app.kanban.job_command import JobCommand, check_args, job_env, not_configured
 from app.kanban.job_records import JobOutcome, JobRecords
 from app.kanban.models import Job
@@ -39,11 +41,18 @@ class _Running:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     supervisor: asyncio.Task[None] | None = None
     stop_reason: str | None = None
+    actor: str | None = None
+    args: list[str] = field(default_factory=list)
+    started_ms: int = 0
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
 
 
 def bound_wait(wait_s: float | None) -> float:
@@ -57,10 +66,12 @@ def bound_wait(wait_s: float | None) -> float:
 class JobRunner:
     """Starts and supervises jobs; at most ``settings.job_max_concurrent`` at once."""
 
-    def __init__(self, settings: Settings, records: JobRecords, command: JobCommand | None) -> None:
+    def __init__(self, settings: Settings, records: JobRecords, command: JobCommand | None,
+                 audit: JobAudit | None = None) -> None:
         self.settings = settings
         self.records = records
         self.command = command
+        self.audit = audit
         self._running: dict[str, _Running] = {}
         self._lock = asyncio.Lock()
 
@@ -74,22 +85,38 @@ class JobRunner:
 
         Raises:
             JobNotConfigured: no command is configured. InvalidInput: bad arguments or wait.
+            JobRefusedAsRoot: the server runs as root without ``jobs_allow_root``.
         """
         if self.command is None:
             raise not_configured()
         values, wait = check_args(args), bound_wait(wait_s)
+        if running_as_root() and not self.settings.jobs_allow_root:
+            self._audit(actor, task_id, values, status="refused", reason="the server runs as root")
+            raise JobRefusedAsRoot(
+                "jobs never run as root: run memory-mcp as an ordinary user, or set MEMORY_MCP_JOBS_ALLOW_ROOT=true "
+                "if the job really must run as root"
+            )
         async with self._lock:
             if len(self._running) >= self.settings.job_max_concurrent:
                 current = self._pick_running(task_id)
                 job = await asyncio.to_thread(self.records.get, current.job_id)
+                self._audit(actor, task_id, values, status="already_running", job_id=job.id)
                 return job.model_copy(update={"already_running": True})
             entry = await self._start(self.command, task_id, values, actor)
         if isinstance(entry, Job):  # the process could not be started; the record says why
+            self._audit(actor, task_id, values, status=entry.status, job_id=entry.id, reason=entry.reason)
             return entry
         if wait > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(entry.done.wait(), wait)
         return await asyncio.to_thread(self.records.get, entry.job_id)
+
+    def _audit(self, actor: str | None, task_id: str | None, args: list[str], *, status: str,
+               job_id: str | None = None, exit_code: int | None = None, duration_ms: int | None = None,
+               reason: str | None = None) -> None:
+        if self.audit is not None:
+            self.audit.record(at_ms=now_ms(), actor=actor, task_id=task_id, args=args, status=status,
+                              job_id=job_id, exit_code=exit_code, duration_ms=duration_ms, reason=reason)
 
     def _pick_running(self, task_id: str | None) -> _Running:
         entries = list(self._running.values())
@@ -118,7 +145,8 @@ class JobRunner:
             return await asyncio.to_thread(self.records.finish, job_id, outcome)
         await asyncio.to_thread(self.records.set_process, job_id, process.pid, process.pid)
         logger.info("job %s started (pid %s, task %s)", job_id, process.pid, task_id)
-        entry = _Running(job_id=job_id, task_id=task_id, process=process)
+        entry = _Running(job_id=job_id, task_id=task_id, process=process, actor=actor, args=args,
+                         started_ms=job.started_ms)
         self._running[job_id] = entry
         entry.supervisor = asyncio.create_task(self._supervise(entry), name=f"job-{job_id}")
         return entry
@@ -145,6 +173,8 @@ class JobRunner:
                                  out.truncated or err.truncated, reason)
             await asyncio.to_thread(self.records.finish, entry.job_id, outcome)
             logger.info("job %s ended: %s (exit %s)", entry.job_id, status, code)
+            self._audit(entry.actor, entry.task_id, entry.args, status=status, job_id=entry.job_id, exit_code=code,
+                        duration_ms=outcome.ended_ms - entry.started_ms, reason=reason)
         except Exception:
             logger.exception("job %s supervision failed", entry.job_id)
         finally:

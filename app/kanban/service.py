@@ -10,6 +10,7 @@ from typing import Any
 
 from app.kanban import validation as check
 from app.kanban.db import Database
+from app.kanban.job_audit import JobAudit, audit_path
 from app.kanban.job_command import JobCommand, load_job_command
 from app.kanban.job_records import JobRecords
 from app.kanban.jobs import JobRunner
@@ -28,7 +29,7 @@ class KanbanService:
         self._db = db
         self.tasks = TaskStore(db)
         self._records = JobRecords(db)
-        self._runner = JobRunner(settings, self._records, command)
+        self._runner = JobRunner(settings, self._records, command, JobAudit(audit_path(settings.kanban_db_path)))
         self._abandoned = 0
 
     @classmethod

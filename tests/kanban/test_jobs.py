@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from app.errors import InvalidInput
+from app.kanban import jobs
 from app.kanban.db import Database
-from app.kanban.errors import JobNotConfigured, JobNotFound, TaskNotFound, UnsafeJobCommand
+from app.kanban.errors import JobNotConfigured, JobNotFound, JobRefusedAsRoot, TaskNotFound, UnsafeJobCommand
+from app.kanban.job_audit import audit_path
 from app.kanban.job_records import JobRecords
 from app.kanban.models import Job
 from app.kanban.service import KanbanService
@@ -29,7 +32,7 @@ def script(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def job_settings(make_settings: SettingsFactory, script: Path) -> Settings:
-    return make_settings(job_command=[str(script)], job_timeout_s=20, job_kill_grace_s=0.5)
+    return make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=20, job_kill_grace_s=0.5)
 
 
 async def test_successful_job_records_output_exit_code_and_times(job_settings: Settings, script: Path) -> None:
@@ -64,7 +67,7 @@ async def test_non_zero_exit_is_a_failed_job_with_its_stderr(job_settings: Setti
 
 
 async def test_timeout_kills_the_whole_process_group(make_settings: SettingsFactory, script: Path) -> None:
-    settings = make_settings(job_command=[str(script)], job_timeout_s=1.0, job_kill_grace_s=0.5)
+    settings = make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=1.0, job_kill_grace_s=0.5)
     async with KanbanService.open(settings) as kanban:
         job = await kanban.trigger_job(args=["hang"], wait_s=20)
     assert job.status == "timed_out" and job.exit_code is not None and job.exit_code < 0
@@ -75,7 +78,7 @@ async def test_timeout_kills_the_whole_process_group(make_settings: SettingsFact
 
 
 async def test_output_is_capped_keeping_head_and_tail(make_settings: SettingsFactory, script: Path) -> None:
-    settings = make_settings(job_command=[str(script)], job_output_cap_bytes=64 * 1024)
+    settings = make_settings(jobs_allow_root=True, job_command=[str(script)], job_output_cap_bytes=64 * 1024)
     async with KanbanService.open(settings) as kanban:
         job = await kanban.trigger_job(args=["flood"], wait_s=30)
     assert job.status == "succeeded" and job.truncated
@@ -157,14 +160,14 @@ async def test_group_or_world_writable_script_is_refused_at_start(make_settings:
                                                                   mode: int) -> None:
     script = write_job_script(tmp_path / "unsafe", mode=mode)
     with pytest.raises(UnsafeJobCommand) as caught:
-        async with KanbanService.open(make_settings(job_command=[str(script)])):
+        async with KanbanService.open(make_settings(jobs_allow_root=True, job_command=[str(script)])):
             pass
     assert "writable" in caught.value.message
 
 
 async def test_missing_script_is_refused_at_start(make_settings: SettingsFactory, tmp_path: Path) -> None:
     with pytest.raises(UnsafeJobCommand):
-        async with KanbanService.open(make_settings(job_command=[str(tmp_path / "absent.sh")])):
+        async with KanbanService.open(make_settings(jobs_allow_root=True, job_command=[str(tmp_path / "absent.sh")])):
             pass
 
 
@@ -206,3 +209,34 @@ async def test_jobs_left_running_by_a_dead_server_are_abandoned_and_killed(
     assert wait_gone(ours.pid) == []
     assert stranger.poll() is None  # a pgid that does not carry the job's id is never signalled
     assert fresh.status == "succeeded"
+
+
+@pytest.mark.parametrize("root", [True, False])
+async def test_as_root_a_job_is_refused_unless_allowed_and_nothing_starts(
+    make_settings: SettingsFactory, script: Path, monkeypatch: pytest.MonkeyPatch, root: bool
+) -> None:
+    monkeypatch.setattr(jobs, "running_as_root", lambda: root)
+    async with KanbanService.open(make_settings(job_command=[str(script)])) as kanban:
+        if root:
+            with pytest.raises(JobRefusedAsRoot, match="MEMORY_MCP_JOBS_ALLOW_ROOT"):
+                await kanban.trigger_job(args=["slow"], actor="bob")
+            assert await kanban.list_jobs() == []
+        else:
+            assert (await kanban.trigger_job(wait_s=20)).status == "succeeded"
+    assert bool(list(script.parent.glob("probe-*.json"))) is not root  # the script ran only when allowed
+    [entry] = [json.loads(line) for line in audit_path(kanban.settings.kanban_db_path).read_text().splitlines()]
+    assert entry["status"] == ("refused" if root else "succeeded")
+
+
+async def test_every_trigger_is_audited_with_who_args_exit_code_and_duration(
+    job_settings: Settings, script: Path
+) -> None:
+    async with KanbanService.open(job_settings) as kanban:
+        ok = await kanban.trigger_job(args=["a b", "; rm -rf ~"], wait_s=20, actor="lead")
+        failed = await kanban.trigger_job(args=["fail"], wait_s=20, actor="bob")
+    lines = [json.loads(line) for line in audit_path(job_settings.kanban_db_path).read_text().splitlines()]
+    assert [(e["job_id"], e["actor"], e["args"], e["status"], e["exit_code"]) for e in lines] == [
+        (ok.id, "lead", ["a b", "; rm -rf ~"], "succeeded", 0),
+        (failed.id, "bob", ["fail"], "failed", 3),
+    ]
+    assert all(e["duration_ms"] >= 0 and e["at_ms"] >= ok.started_ms for e in lines)

@@ -23,7 +23,7 @@ def fuzzed_server(make_settings: SettingsFactory, tmp_path: Path) -> Iterator[Li
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
     script.chmod(0o700)
-    with run_server(make_settings(job_command=[str(script)], job_timeout_s=5)) as server:
+    with run_server(make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=5)) as server:
         yield server
 
 

@@ -25,7 +25,7 @@ def script(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(make_settings: SettingsFactory, script: Path) -> Settings:
-    return make_settings(job_command=[str(script)], job_timeout_s=60, job_kill_grace_s=1)
+    return make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=60, job_kill_grace_s=1)
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_a_job_left_by_a_killed_server_is_killed_and_marked_at_the_next_start(
     env = {
         "MEMORY_MCP_DB_PATH": str(settings.db_path), "MEMORY_MCP_KANBAN_DB": str(settings.kanban_db_path),
         "MEMORY_MCP_EMBEDDING_PROVIDER": "hash", "MEMORY_MCP_LOG_FORMAT": "text",
-        "MEMORY_MCP_JOB_COMMAND": str(script),
+        "MEMORY_MCP_JOB_COMMAND": str(script), "MEMORY_MCP_JOBS_ALLOW_ROOT": "true",
     }
     with spawn_server(env, log_path=tmp_path / "first.log") as first:
         job = httpx.post(f"{first.url}/api/kanban/jobs", json={"args": ["slow"]}, timeout=30).json()
