@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
-from app.cli import client, config, data, hooks, kanban, serve
+from app.cli import client, config, data, hooks, kanban, serve, stdio
 from app.cli.client import EXIT_USAGE
 
 # Claude Code treats exit 2 from a hook as "block the prompt"; a mistyped hook command must not do that.
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_commands(commands)
+    stdio.add_commands(commands)
     client.add_commands(commands)
     hooks.add_commands(commands)
     config.add_commands(commands)

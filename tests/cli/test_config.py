@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from pydantic import SecretStr
 
 from app.cli import main
@@ -108,6 +110,66 @@ def test_the_printed_configs_reach_a_real_server(
     assert mcp.status_code == 200 and "serverInfo" in mcp.text
     assert (search.status_code, search.json()) == (200, [])
     assert refused.status_code == 401
+
+
+# --- stdio clients: Claude Desktop, Cursor, VS Code -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("client", "key"), [("claude-desktop", "mcpServers"), ("cursor", "mcpServers"), ("vscode", "servers")]
+)
+def test_stdio_clients_get_an_entry_that_runs_memory_mcp_stdio(
+    capsys: pytest.CaptureFixture[str], client: str, key: str
+) -> None:
+    document = config(capsys, client)
+    entry = document[key]["memory-mcp"]
+
+    assert set(document) == {key}
+    assert Path(entry["command"]).name == "memory-mcp" and Path(entry["command"]).is_absolute()
+    assert Path(entry["command"]).is_file()
+    assert entry["args"] == ["stdio"]
+    assert entry["env"] == {"MEMORY_MCP_URL": "http://localhost:3002"}
+    assert entry.get("type") == ("stdio" if client == "vscode" else None)
+
+
+def test_a_set_token_goes_into_env_in_each_clients_own_placeholder(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", TOKEN)
+
+    desktop = config(capsys, "claude-desktop")["mcpServers"]["memory-mcp"]["env"]
+    assert desktop["MEMORY_MCP_TOKEN"] == "${MEMORY_MCP_TOKEN}"
+    assert main(["config", "claude-desktop"]) == 0
+    assert "Claude Desktop does not expand" in capsys.readouterr().err
+    assert config(capsys, "cursor")["mcpServers"]["memory-mcp"]["env"]["MEMORY_MCP_TOKEN"] == "${env:MEMORY_MCP_TOKEN}"
+    vscode = config(capsys, "vscode")
+    assert vscode["servers"]["memory-mcp"]["env"]["MEMORY_MCP_TOKEN"] == "${input:memory-mcp-token}"
+    assert vscode["inputs"] == [
+        {"type": "promptString", "id": "memory-mcp-token", "description": "memory-mcp token", "password": True}
+    ]
+    shown = config(capsys, "vscode", "--show-token")
+    assert shown["servers"]["memory-mcp"]["env"]["MEMORY_MCP_TOKEN"] == TOKEN and "inputs" not in shown
+
+
+def test_transport_does_not_apply_to_stdio_clients(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "cursor", "--transport", "sse"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "memory-mcp stdio" in captured.err
+
+
+async def test_the_printed_stdio_entry_reaches_a_real_server(
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", TOKEN)
+    with run_server(make_settings(token=SecretStr(TOKEN))) as live:
+        entry = config(capsys, "cursor", "--url", live.url, "--show-token")["mcpServers"]["memory-mcp"]
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+        async with Client(stdio_client(params), mode="legacy") as client:  # type: ignore[arg-type]
+            stored = await client.call_tool("remember", {"content": "Cursor reaches the shared server"})
+            listed = await client.call_tool("list_facts", {})
+
+    assert stored.is_error is False, stored
+    assert [m["content"] for m in listed.structured_content["memories"]] == ["Cursor reaches the shared server"]  # type: ignore[index]
 
 
 # --- .env.example -----------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""``memory-mcp stdio`` spawned by the official SDK's ``stdio_client``, forwarding to a real server."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from pydantic import SecretStr
+
+from app.cli import main
+from tests.conftest import SettingsFactory
+from tests.mcp.clients import EXPECTED_TOOLS, payload, streamable_session
+from tests.support.server import LiveServer, ServerProcess, free_port, run_server, spawn_server
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "stdio-test-token"
+
+
+@asynccontextmanager
+async def stdio_session(url: str, log: Path, **env: str) -> AsyncIterator[Client]:
+    """``memory-mcp stdio`` as a child process, pointed at ``url``; its stderr goes to ``log``."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "app.cli", "stdio"], env={"MEMORY_MCP_URL": url, **env}, cwd=REPO
+    )
+    with log.open("w", encoding="utf-8") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:  # type: ignore[arg-type]
+            yield client
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """A ``memory-mcp serve`` process on temp files with the fast hash embedder."""
+    return {
+        "MEMORY_MCP_DB_PATH": str(tmp_path / "lancedb"),
+        "MEMORY_MCP_KANBAN_DB": str(tmp_path / "kanban.sqlite3"),
+        "MEMORY_MCP_MODEL_CACHE_DIR": str(tmp_path / "model-cache"),
+        "MEMORY_MCP_EMBEDDING_PROVIDER": "hash",
+    }
+
+
+async def start_server(servers: ExitStack, tmp_path: Path, port: int, name: str) -> ServerProcess:
+    """``memory-mcp serve`` on ``port``; spawn_server blocks until /healthz answers, so it runs off the event loop."""
+    server = spawn_server(server_env(tmp_path), log_path=tmp_path / f"{name}.log", port=port)
+    started: ServerProcess = await anyio.to_thread.run_sync(servers.enter_context, server)
+    return started
+
+
+def text_of(result: Any) -> str:
+    text: str = result.content[0].text
+    return text
+
+
+async def test_tools_are_the_servers_own_and_calls_reach_its_store(live_server: LiveServer, tmp_path: Path) -> None:
+    async with streamable_session(live_server.url) as direct:
+        own_tools = (await direct.list_tools()).tools
+
+    async with stdio_session(live_server.url, tmp_path / "stdio.log") as client:
+        assert client.server_info is not None and client.server_info.name == "memory-mcp"
+        assert client.instructions is not None and "recall" in client.instructions
+        listed = (await client.list_tools()).tools
+        stored = await client.call_tool("remember", {"content": "Stdio clients share the server's memory"})
+        found = await client.call_tool("recall", {"query": "Stdio clients share the server's memory", "top_k": 3})
+        board = await client.call_tool("get_board", {})
+
+    assert {tool.name for tool in listed} == EXPECTED_TOOLS
+    assert [tool.model_dump() for tool in listed] == [tool.model_dump() for tool in own_tools]
+    assert stored.is_error is False, stored
+    memory_id = payload(stored)["memory_id"]
+    assert payload(found)["memories"][0]["memory_id"] == memory_id
+    assert payload(found)["memories"][0]["content"] == "Stdio clients share the server's memory"
+    assert board.is_error is False, board
+    assert board.structured_content == payload(board)
+    async with streamable_session(live_server.url) as direct:
+        seen = await direct.call_tool("recall", {"query": "Stdio clients share the server's memory"})
+    assert payload(seen)["memories"][0]["memory_id"] == memory_id
+
+
+async def test_an_unreachable_server_is_a_tool_error_naming_the_url_and_a_later_call_reconnects(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    make_settings()  # clears MEMORY_MCP_* from this process, so the spawned server sees only server_env
+    port = free_port()  # nothing listens here until the server below starts
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "stdio.log"
+    async with stdio_session(url, log) as client:
+        down = await client.call_tool("remember", {"content": "Written once the server is up"})
+        with pytest.raises(MCPError) as listing:
+            await client.list_tools()
+        with ExitStack() as servers:
+            await start_server(servers, tmp_path, port, "server")
+            up = await client.call_tool("remember", {"content": "Written once the server is up"})
+            listed = await client.list_tools()
+
+    assert down.is_error is True
+    assert f"{url}/mcp" in text_of(down) and "memory-mcp serve" in text_of(down)
+    assert f"{url}/mcp" in listing.value.error.message
+    assert f"not reachable at {url}/mcp" in log.read_text(encoding="utf-8")
+    assert up.is_error is False, up
+    assert len(payload(up)["memory_id"]) > 0
+    assert {tool.name for tool in listed.tools} == EXPECTED_TOOLS
+
+
+async def test_a_restarted_server_is_reached_again_without_a_failed_call(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    make_settings()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    async with stdio_session(url, tmp_path / "stdio.log") as client:
+        with ExitStack() as first:
+            await start_server(first, tmp_path, port, "first")
+            before = await client.call_tool("remember", {"content": "Written before the restart"})
+        with ExitStack() as second:
+            await start_server(second, tmp_path, port, "second")
+            # The old session id is unknown to the new process (404 before anything runs): sent again.
+            after = await client.call_tool("recall", {"query": "Written before the restart"})
+
+    assert before.is_error is False, before
+    assert after.is_error is False, after
+    assert payload(after)["memories"][0]["memory_id"] == payload(before)["memory_id"]
+
+
+async def test_the_token_comes_from_the_environment(make_settings: SettingsFactory, tmp_path: Path) -> None:
+    with run_server(make_settings(token=SecretStr(TOKEN))) as live:
+        async with stdio_session(live.url, tmp_path / "without.log") as client:
+            refused = await client.call_tool("list_facts", {})
+        async with stdio_session(live.url, tmp_path / "with.log", MEMORY_MCP_TOKEN=TOKEN) as client:
+            allowed = await client.call_tool("list_facts", {})
+
+    assert refused.is_error is True
+    assert "refused the token (HTTP 401)" in text_of(refused) and "MEMORY_MCP_TOKEN" in text_of(refused)
+    assert TOKEN not in (tmp_path / "with.log").read_text(encoding="utf-8")
+    assert allowed.is_error is False, allowed
+
+
+def test_a_malformed_url_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMORY_MCP_URL", "localhost:3002")
+    assert main(["stdio"]) == 2
+    assert "MEMORY_MCP_URL must look like http://127.0.0.1:3002" in capsys.readouterr().err
