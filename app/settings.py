@@ -8,6 +8,7 @@ the spelling agents' configs already use; the fields are grouped by section belo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,6 +20,11 @@ SseEndpointFormat = Literal["auto", "path", "json"]
 SSE_ENDPOINT_FORMATS: tuple[SseEndpointFormat, ...] = ("auto", "path", "json")
 
 DEFAULT_DB_PATH = Path("~/.openclaw/memory/lancedb-pro")
+# With the table on object storage the board stays a local file; this is where it goes by default.
+DEFAULT_TEAM_KANBAN_DB = Path("~/.openclaw/memory/memory-mcp-kanban.sqlite3")
+# The object stores LanceDB opens by URI (s3+ddb: S3 with a DynamoDB commit table).
+OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az")
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -33,6 +39,23 @@ def _split_list(value: object) -> object:
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]
     return value
+
+
+def _db_location(value: object) -> object:
+    """A plain path (``~`` expanded) stays a ``Path``; an object-store URI stays a ``str``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    match = _URI.match(text)
+    if match is None:
+        return Path(text).expanduser()
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if scheme == "file":
+        return Path(rest).expanduser()
+    if scheme not in OBJECT_STORE_SCHEMES or not rest.strip("/"):
+        schemes = ", ".join(f"{name}://" for name in OBJECT_STORE_SCHEMES)
+        raise ValueError(f"MEMORY_MCP_DB_PATH must be a directory or a bucket/prefix URI ({schemes}), got {value!r}")
+    return f"{scheme}://{rest.rstrip('/')}"
 
 
 class Settings(BaseSettings):
@@ -59,9 +82,14 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
     sse_endpoint_format: SseEndpointFormat = "auto"  # the endpoint event of GET /mcp/sse; see app/mcp/legacy_sse.py
+    stateless_http: bool = False  # /mcp without sessions, so replicas behind a load balancer can serve it
 
     # --- memory store ---
-    db_path: Path = DEFAULT_DB_PATH
+    # A local directory (a Path) or an object-store URI such as s3://bucket/prefix (a str): team mode.
+    db_path: Path | str = DEFAULT_DB_PATH
+    # LanceDB's storage_options (JSON object), e.g. {"aws_endpoint": "http://127.0.0.1:9000"}; AWS_* and
+    # the other providers' standard variables are read by LanceDB itself. Kept out of repr: it may hold keys.
+    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
     table: str = Field(default="memories", pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     dedup_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     max_text_chars: int = Field(default=8000, ge=1)
@@ -126,6 +154,21 @@ class Settings(BaseSettings):
             raise ValueError(f"MEMORY_MCP_SSE_ENDPOINT_FORMAT must be auto, path or json, got {value!r}")
         return text
 
+    @field_validator("db_path", mode="before")
+    @classmethod
+    def _db_path(cls, value: object) -> object:
+        return _db_location(value)
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _option_strings(cls, value: object) -> object:
+        # LanceDB takes strings only; JSON true / 3 are what people write for allow_http / retries.
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict):
+            return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
     @field_validator("model_cache_dir", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
@@ -133,8 +176,8 @@ class Settings(BaseSettings):
 
     @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", mode="after")
     @classmethod
-    def _expand(cls, value: Path | None) -> Path | None:
-        return value.expanduser() if value is not None else None
+    def _expand(cls, value: Path | str | None) -> Path | str | None:
+        return value.expanduser() if isinstance(value, Path) else value
 
     @field_validator("token", mode="after")
     @classmethod
@@ -156,10 +199,26 @@ class Settings(BaseSettings):
 
     @property
     def kanban_db_path(self) -> Path:
-        """SQLite file of the board; by default next to the memory directory."""
+        """SQLite file of the board; by default next to the memory directory (a local file in team mode)."""
         if self.kanban_db is not None:
             return self.kanban_db
-        return self.db_path.parent / "memory-mcp-kanban.sqlite3"
+        if self.db_dir is None:
+            return DEFAULT_TEAM_KANBAN_DB.expanduser()
+        return self.db_dir.parent / "memory-mcp-kanban.sqlite3"
+
+    @property
+    def db_uri(self) -> str:
+        """What LanceDB connects to: the directory or the object-store URI."""
+        return str(self.db_path)
+
+    @property
+    def db_dir(self) -> Path | None:
+        """The local LanceDB directory, or None when the table lives on object storage."""
+        return self.db_path if isinstance(self.db_path, Path) else None
+
+    @property
+    def on_object_store(self) -> bool:
+        return self.db_dir is None
 
     @property
     def is_loopback(self) -> bool:

@@ -1,4 +1,4 @@
-"""Data commands that work directly on the LanceDB directory: ``export``, ``import``, ``reembed``, ``doctor``.
+"""Data commands that work directly on the LanceDB directory or URI: ``export``, ``import``, ``reembed``, ``doctor``.
 
 They need no running server and are safe beside one: reads pin a table version, writes take the
 server's cross-process write lock. Exit codes: 0 ok, 1 failed (or doctor found problems), 2 usage,
@@ -219,7 +219,7 @@ def _reembed(args: argparse.Namespace) -> int:
     from app.memory.reembed import default_target_table, reembed
 
     source = _settings(args, embedding_provider=args.provider)
-    into = Path(args.into).expanduser() if args.into else None
+    into = args.into or None  # a directory (~ expanded by Settings) or an object-store URI
     bar = _progress(args)
 
     async def work(embedder: Any) -> Any:
@@ -331,8 +331,9 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.compact:
         from app.memory.reembed import compact_table
 
-        compact_table(settings)
-        print(f"compacted {settings.db_path / settings.table}", file=sys.stderr)
+        done = compact_table(settings)
+        print(f"{'compacted' if done else 'not compacted (another instance holds the compaction lease)'} "
+              f"{settings.db_uri}/{settings.table}", file=sys.stderr)
     checks = asyncio.run(_doctor_checks(args, settings))
     failed = [c for c in checks if c.status == "fail"]
     if args.json:
@@ -353,7 +354,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", help="LanceDB directory (default MEMORY_MCP_DB_PATH)")
+    parser.add_argument("--db", help="LanceDB directory or s3:// gs:// az:// URI (default MEMORY_MCP_DB_PATH)")
     parser.add_argument("--table", help="table name (default MEMORY_MCP_TABLE, memories)")
 
 
@@ -392,9 +393,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
     reembedder = commands.add_parser("reembed", help="copy the store into a new table with another embedding model")
     _embedder_options(reembedder, required=True)
-    reembedder.add_argument("--db", help="source LanceDB directory (default MEMORY_MCP_DB_PATH)")
+    reembedder.add_argument("--db", help="source LanceDB directory or URI (default MEMORY_MCP_DB_PATH)")
     reembedder.add_argument("--table", help="source table (default MEMORY_MCP_TABLE, memories)")
-    reembedder.add_argument("--into", help="new LanceDB directory (default: a new table beside the source)")
+    reembedder.add_argument("--into", help="new LanceDB directory or URI (default: a new table beside the source)")
     reembedder.add_argument("--target-table", help="target table name (default memories_<provider>_<dimension>)")
     _transfer_options(reembedder, 256)
     reembedder.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -14,7 +14,8 @@ import time
 import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
-from app.memory.store.locks import WriteLock
+from app.memory.store import connection
+from app.memory.store.lease import CompactionLease
 from app.memory.store.retention import prune_age, versions_dir
 from app.memory.store.table import OLD_VERSIONS_KEPT
 from app.memory.transfer import (
@@ -48,11 +49,11 @@ async def reembed(source: Settings, target: Settings, embedder: Embedder, *, bat
         SameTable: target and source are the same table. TableMissing: no source table.
         EmbeddingModelMismatch: the target exists with another model.
     """
-    if source.db_path.resolve() == target.db_path.resolve() and source.table == target.table:
+    if _same_place(source, target) and source.table == target.table:
         raise SameTable(f"re-embedding into the source table {source.table!r} would mutate it; "
                         "use --into NEW_DB or another --table")
     started = time.monotonic()
-    snapshot = await asyncio.to_thread(open_snapshot, source.db_path, source.table)
+    snapshot = await asyncio.to_thread(open_snapshot, source)
     schema: pa.Schema = snapshot.schema
     store = await asyncio.to_thread(open_target, target, embedder, schema)
     report = TransferReport(db_path=str(target.db_path), table=target.table, embedding=embedder.identity)
@@ -70,10 +71,27 @@ async def reembed(source: Settings, target: Settings, embedder: Embedder, *, bat
     return await finish(store, batches, report, started)
 
 
-def compact_table(settings: Settings) -> None:
-    """Compact fragments under the write lock, keeping recent versions for other readers (any model)."""
-    table = open_snapshot(settings.db_path, settings.table)
+def compact_table(settings: Settings) -> bool:
+    """Compact fragments under the write lock (on object storage, the compaction lease), keeping recent
+    versions for other readers (any model). Returns False when another instance holds the lease."""
+    table = open_snapshot(settings)
     table.checkout_latest()
-    with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
-        manifests = versions_dir(settings.db_path, settings.table)
-        with_retry(lambda: table.optimize(cleanup_older_than=prune_age(manifests, OLD_VERSIONS_KEPT)))
+    manifests = versions_dir(settings.db_path, settings.table)
+
+    def compact() -> None:
+        with connection.commit_lock(settings).hold():
+            with_retry(lambda: table.optimize(cleanup_older_than=prune_age(manifests, OLD_VERSIONS_KEPT, table=table)))
+
+    if not settings.on_object_store:
+        compact()
+        return True
+    with CompactionLease(connection.connect(settings), settings.table).held() as mine:
+        if mine:
+            compact()
+        return mine
+
+
+def _same_place(a: Settings, b: Settings) -> bool:
+    if a.db_dir is not None and b.db_dir is not None:
+        return a.db_dir.resolve() == b.db_dir.resolve()
+    return a.db_uri == b.db_uri

@@ -19,11 +19,9 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any, TextIO, TypeVar
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
@@ -31,9 +29,8 @@ from pydantic import BaseModel
 from app.errors import InvalidInput, NotFound
 from app.memory.embeddings.base import Embedder
 from app.memory.errors import StoreBusy
-from app.memory.store import filters
+from app.memory.store import connection, filters
 from app.memory.store.commits import is_retryable
-from app.memory.store.locks import WriteLock
 from app.memory.store.schema import build_schema, recorded_identity, vector_dimension
 from app.memory.store.table import Store
 from app.settings import Settings
@@ -88,19 +85,20 @@ class TransferReport(BaseModel):
 # --- reading -------------------------------------------------------------------------------------
 
 
-def open_snapshot(db_path: Path, table_name: str) -> Any:
-    """The table pinned at its current version, opened without creating anything.
+def open_snapshot(settings: Settings) -> Any:
+    """The table pinned at its current version, opened without creating anything (directory or URI).
 
     Raises:
         TableMissing: no such directory or table.
     """
-    if not db_path.is_dir():
-        raise TableMissing(f"no LanceDB directory at {db_path}; check --db / MEMORY_MCP_DB_PATH")
-    db = lancedb.connect(str(db_path), read_consistency_interval=timedelta(0))
+    where, table_name = settings.db_uri, settings.table
+    if settings.db_dir is not None and not settings.db_dir.is_dir():
+        raise TableMissing(f"no LanceDB directory at {where}; check --db / MEMORY_MCP_DB_PATH")
+    db = connection.connect(settings)
     try:
         table = db.open_table(table_name)
     except (FileNotFoundError, ValueError) as exc:
-        raise TableMissing(f"no table {table_name!r} in {db_path}; check --table / MEMORY_MCP_TABLE") from exc
+        raise TableMissing(f"no table {table_name!r} in {where}; check --table / MEMORY_MCP_TABLE") from exc
     table.checkout(table.version)  # one consistent snapshot while other processes write
     return table
 
@@ -152,7 +150,7 @@ def export_jsonl(settings: Settings, out: TextIO, *, vectors: bool = False, scop
         TableMissing: the table does not exist.
     """
     started = time.monotonic()
-    table = open_snapshot(settings.db_path, settings.table)
+    table = open_snapshot(settings)
     where = filters.eq("scope", scope) if scope is not None else None
     total = int(table.count_rows(where))
     header = export_header(table, vectors=vectors, scope=scope, rows=total)
@@ -195,10 +193,11 @@ def open_target(settings: Settings, embedder: Embedder, template: pa.Schema | No
     Raises:
         EmbeddingModelMismatch: the existing target holds vectors of another model.
     """
-    settings.db_path.mkdir(parents=True, exist_ok=True)
-    db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0))
-    if not (settings.db_path / f"{settings.table}.lance").exists():
-        with WriteLock(settings.db_path, settings.lock_timeout_s).hold():
+    if settings.db_dir is not None:
+        settings.db_dir.mkdir(parents=True, exist_ok=True)
+    db = connection.connect(settings)
+    if not connection.table_exists(db, settings.table):
+        with connection.commit_lock(settings).hold():
             db.create_table(settings.table, schema=target_schema(template, embedder), exist_ok=True)
     return Store.open(settings, embedder)
 

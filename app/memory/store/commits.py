@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.errors import AppError
-from app.memory.store.locks import WriteLock
+from app.memory.store.locks import CommitLock
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def is_retryable(exc: BaseException) -> bool:
     return any(marker in message for marker in _RETRYABLE)
 
 
-def locked_with_retry(lock: WriteLock, operation: Callable[[], T]) -> T:
+def locked_with_retry(lock: CommitLock, operation: Callable[[], T]) -> T:
     """Run ``operation`` holding ``lock``; retry transient conflicts with jittered backoff outside it."""
     delay = 0.02
     for attempt in range(1, MAX_ATTEMPTS + 1):

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
 from app.memory.embeddings.base import Embedder
+from app.memory.store import connection
 from app.memory.store.locks import MKDIR_LOCK_NAME, STALE_S
 from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_dimension
 from app.settings import Settings
@@ -48,7 +47,9 @@ _COLUMN_TYPES = {
 }
 
 
-def check_db_path(db_path: Path) -> Check:
+def check_db_path(db_path: Path | str) -> Check:
+    if isinstance(db_path, str):  # object storage: whether it is reachable shows in the table check
+        return Check(name="db_path", status="ok", detail=f"{db_path} is on object storage (team mode)")
     if db_path.is_dir():
         if os.access(db_path, os.W_OK | os.X_OK):
             return Check(name="db_path", status="ok", detail=f"{db_path} exists and is writable")
@@ -65,11 +66,19 @@ def check_db_path(db_path: Path) -> Check:
 
 
 def open_table(settings: Settings) -> tuple[Any | None, Check]:
-    where = settings.db_path / settings.table
-    if not (settings.db_path / f"{settings.table}.lance").exists():
+    where = f"{settings.db_uri}/{settings.table}"
+    if settings.db_dir is not None and not (settings.db_dir / f"{settings.table}.lance").exists():
         return None, Check(name="table", status="ok", detail=f"no table {settings.table!r} yet; created on first start")
     try:
-        db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0))
+        db = connection.connect(settings)
+    except Exception as exc:  # noqa: BLE001 - doctor reports every failure
+        return None, Check(name="table", status="fail", detail=f"{settings.db_uri} cannot be reached: "
+                           f"{type(exc).__name__}: {_first_line(exc)}",
+                           fix="check the bucket, MEMORY_MCP_STORAGE_OPTIONS and the provider's credentials "
+                               "(AWS_*, GOOGLE_*, AZURE_*)")
+    if settings.db_dir is None and not connection.table_exists(db, settings.table):
+        return None, Check(name="table", status="ok", detail=f"no table {settings.table!r} yet; created on first start")
+    try:
         table = db.open_table(settings.table)
         rows = table.count_rows()
     except Exception as exc:  # noqa: BLE001 - doctor reports every failure
@@ -133,7 +142,10 @@ def check_dimension(schema: pa.Schema, embedder: Embedder) -> Check:
                  fix=f"run {_reembed_hint(embedder, recorded)}, or configure the table's model again")
 
 
-def check_lock(db_path: Path, now: float | None = None) -> Check:
+def check_lock(db_path: Path | str, now: float | None = None) -> Check:
+    if isinstance(db_path, str):
+        return Check(name="write_lock", status="ok",
+                     detail="object storage: no lock files; LanceDB's conditional puts order the writers")
     lock = db_path / MKDIR_LOCK_NAME
     try:
         age = (now or time.time()) - lock.stat().st_mtime
@@ -207,6 +219,10 @@ def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
     checks += [check_fragments(table), check_rows(table)]
     return checks
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 async def check_embedder(embedder: Embedder) -> Check:

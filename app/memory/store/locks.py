@@ -10,6 +10,10 @@ Two layers, always taken in this order and released in reverse:
    whose mtime is older than ``STALE_S`` belongs to a dead holder and may be removed.
 
 Both are blocking calls: take the lock in the writer thread, never on the event loop.
+
+Neither reaches across machines, so a table on object storage gets ``ProcessLock`` instead: it only
+orders this process's own commits, and LanceDB's conditional-put commits order the instances
+(docs/operations.md, 'Team mode').
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Protocol
 
 from app.memory.errors import StoreBusy
 
@@ -34,6 +40,34 @@ MKDIR_LOCK_NAME = ".memory-write.lock"
 FLOCK_NAME = ".memory-mcp-write.flock"
 STALE_S = 10.0  # proper-lockfile's default, and what memory-lancedb-pro uses
 REFRESH_S = 2.5  # well inside STALE_S / 2, the refresh period proper-lockfile uses
+
+
+class CommitLock(Protocol):
+    """What a commit holds: ``WriteLock`` on a local directory, ``ProcessLock`` on object storage."""
+
+    def hold(self) -> AbstractContextManager[None]: ...
+
+
+class ProcessLock:
+    """This process's threads only, with the same timeout and error as ``WriteLock``."""
+
+    def __init__(self, timeout_s: float = 30.0) -> None:
+        self.timeout_s = timeout_s
+        self._thread_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock for the block.
+
+        Raises:
+            StoreBusy: another thread of this process held it for longer than ``timeout_s``.
+        """
+        if not self._thread_lock.acquire(timeout=self.timeout_s):
+            raise StoreBusy("the memory store is busy (write lock held in this process); retry", retry_after_s=1)
+        try:
+            yield
+        finally:
+            self._thread_lock.release()
 
 
 class WriteLock:

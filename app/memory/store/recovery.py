@@ -17,6 +17,10 @@ Layout this relies on (lance 13 / lancedb 0.40)::
 A manifest file ends with a 16-byte footer: u64 offset of the manifest message, u16 major, u16 minor
 and the magic ``LANC``. A file without it is damaged for sure; a file with it whose message does
 not decode is found when LanceDB fails to open it.
+
+Local only: a table on object storage is opened as it is, with a log line saying so. An object store
+has no torn renames (a put is whole or absent), and moving manifests there under other instances'
+feet would need the lock that does not exist across machines.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def health_fields(report: RecoveryReport | None) -> dict[str, Any]:
 
 
 def versions_dir(settings: Settings) -> Path:
-    return settings.db_path / f"{settings.table}.lance" / "_versions"
+    return _local_dir(settings) / f"{settings.table}.lance" / "_versions"
 
 
 def version_of_name(name: str) -> int | None:
@@ -176,6 +180,10 @@ def open_with_recovery(settings: Settings, open_store: Callable[[], T],
     Raises:
         StoreUnrecoverable: every version, or more than ``MAX_QUARANTINED`` newest ones, are damaged.
     """
+    if settings.on_object_store:
+        logger.info("memory table on object storage (%s): recovery and quarantine are local-only; skipped",
+                    settings.db_uri)
+        return open_store(), None
     run = _Recovery(settings)
     for _ in range(MAX_QUARANTINED + 2):
         manifests = list_manifests(run.versions)
@@ -202,10 +210,10 @@ class _Recovery:
     """The state of one open: what was moved where, and why."""
 
     def __init__(self, settings: Settings) -> None:
-        self.db_path = settings.db_path
+        self.db_path = _local_dir(settings)
         self.versions = versions_dir(settings)
         self.table_dir = self.versions.parent
-        self.lock = WriteLock(settings.db_path, settings.lock_timeout_s)
+        self.lock = WriteLock(self.db_path, settings.lock_timeout_s)
         self.report: RecoveryReport | None = None
 
     def quarantine(self, damaged: list[tuple[ManifestFile, str]]) -> None:
@@ -288,6 +296,12 @@ class _Recovery:
                 "reasons": report.reasons, "at": datetime.now(UTC).isoformat()}
         (report.quarantine_dir / "report.json").write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
         _fsync_dir(report.quarantine_dir)
+
+
+def _local_dir(settings: Settings) -> Path:
+    if settings.db_dir is None:
+        raise ValueError(f"recovery is local-only; {settings.db_uri} is on object storage")  # a programming error
+    return settings.db_dir
 
 
 def _hint_version(path: Path) -> int | None:

@@ -13,25 +13,42 @@ Creation times are the manifests' mtimes (Lance stamps a version, then writes it
 stamp). ``MARGIN`` covers the time between this reading and Lance's own clock reading, which comes after
 the compaction that ``optimize`` runs first (a few seconds at 100k rows; docs/performance.md, 'Compaction
 and tail merges'). A compaction longer than the margin only shortens the window by the difference.
-Where the manifests cannot be listed (object storage, unknown names) only ``keep`` is applied, plus the
-margin.
+
+On object storage there is no directory to stat, and the same rule runs on the commit times LanceDB's
+``list_versions`` reports (each stamped by the committing instance's clock, the clock Lance's own
+cutoff is compared with; instances' clocks must agree within the margin, as NTP keeps them). Where
+neither can be read, only ``keep`` is applied, plus the margin.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from app.memory.store.version_probe import manifest_version
+
+logger = logging.getLogger(__name__)
 
 MARGIN = timedelta(seconds=10)
 
 
-def versions_dir(db_path: Path, table: str) -> Path:
-    """Where a local table keeps its manifests."""
-    return db_path / f"{table}.lance" / "_versions"
+def versions_dir(db_path: Path | str, table: str) -> Path | None:
+    """Where a local table keeps its manifests; None for an object-store URI (a str)."""
+    return db_path / f"{table}.lance" / "_versions" if isinstance(db_path, Path) else None
+
+
+def commit_times(table: Any) -> dict[int, float]:
+    """Version -> its commit time (seconds since the epoch), from LanceDB's version list (any store)."""
+    try:
+        versions = table.list_versions()
+    except Exception:  # noqa: BLE001 - no list, no window: prune_age falls back to keep + margin
+        logger.exception("listing the table's versions failed; pruning by creation age only")
+        return {}
+    return {int(v["version"]): float(v["timestamp"].timestamp()) for v in versions}
 
 
 def manifest_times(versions_dir: Path | None) -> dict[int, float]:
@@ -54,11 +71,15 @@ def manifest_times(versions_dir: Path | None) -> dict[int, float]:
     return times
 
 
-def prune_age(versions_dir: Path | None, keep: timedelta, *, now: float | None = None,
+def prune_age(versions_dir: Path | None, keep: timedelta, *, table: Any | None = None, now: float | None = None,
               margin: timedelta | None = None) -> timedelta:
-    """The ``cleanup_older_than`` that prunes only versions superseded more than ``keep`` ago."""
+    """The ``cleanup_older_than`` that prunes only versions superseded more than ``keep`` ago: timed by
+    the manifests' mtimes in a local ``versions_dir``, else by ``table``'s version list."""
     margin = MARGIN if margin is None else margin
-    created = manifest_times(versions_dir)
+    if versions_dir is not None:
+        created = manifest_times(versions_dir)
+    else:
+        created = commit_times(table) if table is not None else {}
     now = time.time() if now is None else now
     window_start = now - keep.total_seconds()
     before = [(version, mtime) for version, mtime in created.items() if mtime <= window_start]

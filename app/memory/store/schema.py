@@ -81,7 +81,7 @@ def _mismatch_message(where: Path, recorded: dict[str, str], embedder: Embedder)
     )
 
 
-def check_compatible(schema: pa.Schema, embedder: Embedder, where: Path) -> None:
+def check_compatible(schema: pa.Schema, embedder: Embedder, where: Path | str) -> None:
     """Refuse to open a table whose vectors came from another model or dimension.
 
     Raises:

@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
-from app.memory.store import commits, filters, retention, tail_merge
-from app.memory.store.locks import WriteLock
+from app.memory.store import commits, connection, filters, retention, tail_merge
+from app.memory.store.locks import CommitLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
 from app.memory.store.version_probe import VersionProbe
 from app.settings import Settings
@@ -52,14 +52,16 @@ _SCOPE_EQ = re.compile(r"scope = '((?:[^']|'')*)'")  # the one filter form the c
 class Store:
     """One LanceDB table of memories, opened with a zero read-consistency interval."""
 
-    def __init__(self, table: Any, db_path: Path, lock: WriteLock, *, dimension: int | None = None,
-                 appender: Any | None = None) -> None:
+    def __init__(self, table: Any, db_path: Path | str, lock: CommitLock, *, dimension: int | None = None,
+                 appender: Any | None = None, storage_options: dict[str, str] | None = None) -> None:
         """``dimension`` given: keep a vector cache (loaded here, blocking) and search through it.
-        ``appender``: the same table opened without read consistency, for appends (see ``add``)."""
+        ``appender``: the same table opened without read consistency, for appends (see ``add``).
+        ``db_path``: the local directory, or the object-store URI (a str) with its ``storage_options``."""
         self.table = table
         self.appender = table if appender is None else appender
         self._appender_version: int | None = None  # the version the appender is known to be at
         self.db_path = db_path
+        self.storage_options = dict(storage_options or {})
         self.lock = lock
         names = set(table.schema.names)
         self.row_columns = [c for c in ROW_COLUMNS if c in names]
@@ -70,7 +72,8 @@ class Store:
         self.versions_dir = retention.versions_dir(db_path, table.name)
         self.probe = VersionProbe(self.versions_dir, self.version)
         if dimension is not None:
-            self.cache = VectorCache(dimension, self.row_columns, scratch_dir=db_path)
+            scratch = db_path if isinstance(db_path, Path) else None  # object storage: the temp dir
+            self.cache = VectorCache(dimension, self.row_columns, scratch_dir=scratch)
             self.cache.reload(table)
             self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
 
@@ -81,22 +84,23 @@ class Store:
         Raises:
             EmbeddingModelMismatch: the table was built with another model or dimension.
         """
-        settings.db_path.mkdir(parents=True, exist_ok=True)
-        # Interval 0: every read sees other processes' commits (OpenClaw writes here too).
+        if settings.db_dir is not None:
+            settings.db_dir.mkdir(parents=True, exist_ok=True)
+        # Interval 0: every read sees other processes' commits (OpenClaw, or other instances, write here too).
         session = lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
                                   metadata_cache_size_bytes=METADATA_CACHE_BYTES)
-        db = lancedb.connect(str(settings.db_path), read_consistency_interval=timedelta(0), session=session)
-        lock = WriteLock(settings.db_path, settings.lock_timeout_s)
-        where = settings.db_path / settings.table
+        db = connection.connect(settings, session=session)
+        lock = connection.commit_lock(settings)
+        where = f"{settings.db_uri}/{settings.table}"
         try:
             table = db.open_table(settings.table)
         except (FileNotFoundError, ValueError):
             with lock.hold():
-                table = db.create_table(settings.table, schema=build_schema(embedder), exist_ok=True)
+                table = _create(db, settings.table, build_schema(embedder))
         check_compatible(table.schema, embedder, where)
-        appender = lancedb.connect(str(settings.db_path), session=session).open_table(settings.table)
+        appender = connection.connect(settings, consistent=False, session=session).open_table(settings.table)
         return cls(table, settings.db_path, lock, dimension=embedder.dimension if settings.vector_cache else None,
-                   appender=appender)
+                   appender=appender, storage_options=settings.storage_options)
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -254,7 +258,8 @@ class Store:
         (``retention``: a reader still on a version that was the newest since then survives)."""
 
         def change(_: int | None) -> Any:
-            return self.table.optimize(cleanup_older_than=retention.prune_age(self.versions_dir, OLD_VERSIONS_KEPT))
+            age = retention.prune_age(self.versions_dir, OLD_VERSIONS_KEPT, table=self.table)
+            return self.table.optimize(cleanup_older_than=age)
 
         self.commit(change, self._after_rewrite)
 
@@ -334,6 +339,15 @@ class Store:
             return self.table.schema
         return self._schema[1]
 
+
+
+def _create(db: Any, name: str, schema: pa.Schema) -> Any:
+    """Create the table, or open it when another instance created it first: on object storage no lock
+    spans instances, and LanceDB's conditional put of the first version lets one creator win."""
+    try:
+        return db.create_table(name, schema=schema, exist_ok=True)
+    except (OSError, ValueError, RuntimeError):
+        return db.open_table(name)
 
 
 def _at_least(rows: list[dict[str, Any]], min_score: float | None) -> list[dict[str, Any]]:

@@ -88,7 +88,8 @@ def restore_vectors(store: Store, tail: pa.Table, before: int, merged: int) -> N
     after we read them, where the merge wrote the old vector over them."""
     ours = dict(zip(tail["id"].to_pylist(), tail["vector"].to_pylist(), strict=True))
     theirs: dict[str, Any] = {}
-    past = lancedb.connect(str(store.db_path)).open_table(store.table.name)
+    past_db = lancedb.connect(str(store.db_path), storage_options=store.storage_options or None)
+    past = past_db.open_table(store.table.name)
     for version in range(merged - 1, before, -1):  # newest first: the last change of a row wins
         past.checkout(version)
         seen = past.search().where(filters.is_in("id", list(ours))).select(["id", "vector"]).limit(None).to_arrow()

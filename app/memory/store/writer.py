@@ -26,18 +26,26 @@ compaction, whenever there had been writes) broke the row share for a store writ
 minutes, the way agents write: the first write after each quiet spell rewrote the whole table for one
 row, and pruned the versions the quiet spell had left, including the one that was the newest a moment
 before, which another process might still be reading.
+
+On object storage (team mode) every instance writes the table, and each tail merge or compaction runs
+only under the compaction lease (``lease``): an instance that cannot take it skips that round, whose
+fragments the holder's rewrite takes in as well.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app import heap
 from app.errors import AppError, Unavailable
 from app.memory.errors import StoreBusy
+from app.memory.store import connection
+from app.memory.store.lease import CompactionLease
 from app.memory.store.table import Store
 from app.settings import Settings
 
@@ -63,6 +71,9 @@ class Writer:
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
+        self.settings = settings
+        self._lease: CompactionLease | None = None  # object storage only; opened in a worker thread
+        self._lease_guard = threading.Lock()
         self.batch_max = settings.write_batch_max
         self.compact_every = settings.compact_every_commits
         self._queue: asyncio.Queue[_Op] = asyncio.Queue(maxsize=settings.write_queue_max)
@@ -76,6 +87,7 @@ class Writer:
         self.commits = 0
         self.compactions = 0
         self.tail_merges = 0
+        self.skipped_for_lease = 0  # rewrites left to the instance holding the compaction lease
 
     @property
     def alive(self) -> bool:
@@ -217,7 +229,8 @@ class Writer:
     async def _merge_tail(self) -> None:
         rows, self._rows_since_merge, self._commits_since_merge = self._rows_since_merge, 0, 0
         try:
-            await asyncio.to_thread(self.store.merge_tail, rows)
+            if not await asyncio.to_thread(self._under_lease, lambda: self.store.merge_tail(rows)):
+                return
             self.tail_merges += 1
             await asyncio.to_thread(heap.release_free_memory)  # the merge's join buffers
         except Exception:  # noqa: BLE001 - housekeeping too: the next full compaction merges them anyway
@@ -230,11 +243,29 @@ class Writer:
         self._rows_since_merge = 0
         self._table_rows = None
         try:
-            await asyncio.to_thread(self.store.optimize)
+            if not await asyncio.to_thread(self._under_lease, self.store.optimize):
+                return
             self.compactions += 1
             await asyncio.to_thread(heap.release_free_memory)  # a compaction reads the whole table
         except Exception:  # noqa: BLE001 - compaction is housekeeping; writes go on without it
             logger.exception("compacting the memory table failed; will retry later")
+
+    def _under_lease(self, rewrite: Callable[[], object]) -> bool:
+        """Run a tail merge or compaction (blocking); on object storage only while holding the compaction
+        lease. Returns whether it ran."""
+        if not self.settings.on_object_store:
+            rewrite()
+            return True
+        with self._lease_guard:
+            if self._lease is None:
+                self._lease = CompactionLease(connection.connect(self.settings), self.settings.table)
+            lease = self._lease
+        with lease.held() as mine:
+            if not mine:
+                self.skipped_for_lease += 1
+                return False
+            rewrite()
+            return True
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:
