@@ -1,8 +1,10 @@
 """Scope rules: which scopes exist, and how an agent name becomes a scope.
 
 ``global`` is shared; ``agent:<name>`` is one agent's; ``project:``, ``user:`` and ``custom:`` are the
-memory-lancedb-pro families. A bare agent name such as ``claude-code`` means ``agent:claude-code``.
-Anything else is refused: a memory stored under a scope nobody queries would be invisible.
+memory-lancedb-pro families. Where an AGENT is named (``agent``, ``agent_filter``, ``--agent``), a bare
+name such as ``claude-code`` means ``agent:claude-code``. Where a SCOPE is named (``scope``,
+``--scope``), it must be ``global`` or ``<family>:<name>``: a bare ``myproject`` is refused with the
+accepted forms, since guessing its family would store it where nobody looks.
 """
 
 from __future__ import annotations
@@ -45,6 +47,22 @@ def normalize_scope(value: str) -> str:
             + ", ".join(f"{f}:<name>" for f in FAMILIES)
         )
     return f"{family}:{_check_name(name, value)}"
+
+
+def check_scope(value: str) -> str:
+    """A scope as given by a caller: ``global`` or ``<family>:<name>``, never a bare name.
+
+    Raises:
+        InvalidScope: a bare name, an unknown family or a malformed name.
+    """
+    text = value.strip()
+    if text != GLOBAL and ":" not in text:
+        hint = f"'agent:{text}' or 'project:{text}'" if _NAME.fullmatch(text) else "e.g. 'project:<name>'"
+        raise InvalidScope(
+            f"invalid scope {value!r}: a scope is 'global' or <family>:<name> with family "
+            + ", ".join(FAMILIES) + f"; did you mean {hint}? (an agent name goes in 'agent' instead)"
+        )
+    return normalize_scope(text)
 
 
 def agent_scope(agent: str) -> str:

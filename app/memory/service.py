@@ -36,7 +36,7 @@ from app.memory.models import (
     Stats,
 )
 from app.memory.rows import iso, new_row, now_ms, to_memory
-from app.memory.scopes import GLOBAL, agent_of, agent_scope, normalize_scope, writable_scopes
+from app.memory.scopes import GLOBAL, agent_of, agent_scope, check_scope, normalize_scope, writable_scopes
 from app.memory.store import RecoveryReport, Store, Writer, filters, health_fields, open_with_recovery
 from app.memory.validation import (
     check_importance,
@@ -187,7 +187,7 @@ class MemoryService:
         values: dict[str, Any] = {}
         metadata = dict(current.metadata)
         if scope is not None:
-            values["scope"] = normalize_scope(scope)
+            values["scope"] = check_scope(scope)
             self._authorize(values["scope"], caller)
         if tags is not None:
             metadata["tags"] = check_tags(tags, self.settings)
@@ -319,7 +319,7 @@ class MemoryService:
 
     def _target_scope(self, scope: str | None, agent: str | None, caller: str | None) -> str:
         if scope is not None:
-            return normalize_scope(scope)
+            return check_scope(scope)
         if agent is not None:
             return normalize_scope(agent)
         if caller is not None and not self.settings.agent_may_write_global:
@@ -335,7 +335,7 @@ class MemoryService:
         if agent is not None:
             return filters.eq("scope", agent_scope(agent))
         if scope is not None:
-            return filters.eq("scope", normalize_scope(scope))
+            return filters.eq("scope", check_scope(scope))
         return None
 
     def _threshold(self, threshold: float | None) -> float:

@@ -256,3 +256,13 @@ def test_every_command_has_help_that_exits_0(command: str, capsys: pytest.Captur
     code, out, _ = run_cli(capsys, command, "--help")
 
     assert code == 0 and f"memory-mcp {command}" in out
+
+
+def test_a_scope_without_a_family_is_refused_with_the_accepted_forms_and_nothing_is_stored(
+    server: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(capsys, "remember", "a project decision", "--scope", "myproject")
+    assert code == 1 and "invalid_scope" in err and "'project:myproject'" in err
+    assert run_json(capsys, "list") == []
+    stored = run_json(capsys, "remember", "a project decision", "--scope", "project:myproject")
+    assert [m["scope"] for m in run_json(capsys, "list")] == ["project:myproject"] and stored["id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.memory.errors import InvalidScope
-from app.memory.scopes import agent_of, agent_scope, normalize_scope, writable_scopes
+from app.memory.scopes import agent_of, agent_scope, check_scope, normalize_scope, writable_scopes
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -34,3 +34,12 @@ def test_writable_scopes_of_a_caller() -> None:
     assert writable_scopes(None, True) is None
     assert writable_scopes("a", True) == {"agent:a", "global"}
     assert writable_scopes("a", False) == {"agent:a"}
+
+
+def test_a_scope_without_a_family_is_refused_naming_the_accepted_forms() -> None:
+    with pytest.raises(InvalidScope) as refused:
+        check_scope("myproject")
+    message = refused.value.message
+    assert "'agent:myproject' or 'project:myproject'" in message and "global" in message
+    assert check_scope("project:myproject") == "project:myproject" and check_scope(" global ") == "global"
+    assert agent_scope("myproject") == "agent:myproject"  # an agent name is still just a name

@@ -69,7 +69,7 @@ def test_list_is_newest_first_and_paginated(client: httpx.Client) -> None:
 def test_get_patch_and_delete_a_memory(client: httpx.Client) -> None:
     memory_id = _create(client, "patch me", category="a")
     assert client.get(f"/memories/{memory_id}").json()["text"] == "patch me"
-    patched = client.patch(f"/memories/{memory_id}", json={"scope": "claude-code", "category": "b,c",
+    patched = client.patch(f"/memories/{memory_id}", json={"scope": "agent:claude-code", "category": "b,c",
                                                            "importance": 0.1})
     assert patched.status_code == 200
     body = patched.json()
@@ -92,6 +92,8 @@ def test_unknown_ids_are_404_with_a_code(client: httpx.Client) -> None:
     ("post", "/memories", {"json": {"text": "   "}}, "invalid_text"),
     ("post", "/memories", {"json": {"text": "nul \u0000"}}, "invalid_text"),
     ("post", "/memories", {"json": {"text": "x", "scope": "team:x"}}, "invalid_scope"),
+    ("post", "/memories", {"json": {"text": "x", "scope": "myproject"}}, "invalid_scope"),
+    ("get", "/vector-search", {"params": {"q": "x", "scope": "myproject"}}, "invalid_scope"),
     ("post", "/memories", {"json": {"text": "x", "importance": 1.5}}, "invalid_input"),
     ("post", "/memories", {"json": {"text": "x", "unknown": 1}}, "invalid_input"),
     ("post", "/memories", {"json": {"text": "x", "category": "a," + "y" * 80}}, "invalid_tags"),
@@ -170,7 +172,7 @@ def test_an_agent_token_writes_only_its_own_scope(make_settings: SettingsFactory
         alpha = {"Authorization": "Bearer alpha-token"}
         main = {"Authorization": "Bearer main-token"}
         other = client.post("/memories", json={"text": "beta's", "scope": "agent:beta"}, headers=main).json()["id"]
-        assert client.post("/memories", json={"text": "mine", "scope": "alpha"}, headers=alpha).status_code == 200
+        assert client.post("/memories", json={"text": "mine", "scope": "agent:alpha"}, headers=alpha).status_code == 200
         denied = client.post("/memories", json={"text": "x", "scope": "agent:beta"}, headers=alpha)
         assert denied.status_code == 403 and denied.json()["code"] == "scope_forbidden"
         assert client.delete(f"/memories/{other}", headers=alpha).status_code == 403
