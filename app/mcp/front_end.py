@@ -1,7 +1,8 @@
 """The MCP front end: one ``MCPServer`` with the 11 tools, served over Streamable HTTP and legacy HTTP+SSE.
 
 Routes (plain Starlette routes on the FastAPI router, exact paths, so neither side shadows the other):
-``/mcp`` Streamable HTTP (stateful, SSE responses), ``GET /mcp/sse`` and ``POST /mcp/message`` legacy SSE.
+``/mcp`` Streamable HTTP (stateful, SSE responses; without sessions when ``settings.stateless_http``),
+``GET /mcp/sse`` and ``POST /mcp/message`` legacy SSE.
 The host lifespan enters :meth:`McpFrontEnd.run` once the services are open; a session manager runs
 only once, which is why every ``create_app`` builds a new front end.
 """
@@ -123,6 +124,7 @@ class McpFrontEnd:
         # returns is not used, because a mounted app's lifespan never runs.
         self.server.streamable_http_app(
             streamable_http_path=STREAMABLE_PATH,
+            stateless_http=settings.stateless_http,  # replicas behind a load balancer share no sessions
             transport_security=security,
             session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
             max_sessions=MAX_SESSIONS,
