@@ -1,0 +1,53 @@
+"""Memory-mcp servers as real processes sharing one table in an S3 bucket (moto), each with its own board."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lancedb
+
+from tests.support.s3 import Bucket
+from tests.support.server import ServerProcess, spawn_server
+
+
+def team_env(bucket: Bucket, tmp_path: Path, name: str, **extra: str) -> dict[str, str]:
+    return {
+        **bucket.env(),
+        "MEMORY_MCP_EMBEDDING_PROVIDER": "hash",
+        "MEMORY_MCP_KANBAN_DB": str(tmp_path / f"kanban-{name}.sqlite3"),  # the board stays local
+        "MEMORY_MCP_LOG_FORMAT": "text",
+        **extra,
+    }
+
+
+@contextmanager
+def team(bucket: Bucket, tmp_path: Path, *extras: dict[str, str]) -> Iterator[list[ServerProcess]]:
+    """One server per ``extras`` entry (its extra environment), started one after the other."""
+    with ExitStack() as stack:
+        servers = []
+        for n, extra in enumerate(extras):
+            env = team_env(bucket, tmp_path, f"s{n}", **extra)
+            servers.append(stack.enter_context(spawn_server(env, log_path=tmp_path / f"server-{n}.log")))
+        yield servers
+
+
+def table(bucket: Bucket, name: str = "memories") -> Any:
+    """The shared table, read directly with LanceDB (what is really stored)."""
+    return lancedb.connect(bucket.uri(), storage_options=bucket.s3.storage_options()).open_table(name)
+
+
+async def remember(http: httpx.AsyncClient, server: ServerProcess, text: str) -> str:
+    response = await http.post(f"{server.url}/api/lancedb/memories", json={"text": text})
+    assert response.status_code == 200, response.text
+    memory_id: str = response.json()["id"]
+    return memory_id
+
+
+async def recalled_ids(http: httpx.AsyncClient, server: ServerProcess, query: str, limit: int = 5) -> list[str]:
+    response = await http.get(f"{server.url}/api/lancedb/vector-search", params={"q": query, "limit": limit})
+    assert response.status_code == 200, response.text
+    return [hit["id"] for hit in response.json()]
