@@ -18,7 +18,11 @@ from app.memory.store.locks import CommitLock
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_RETRYABLE = ("too many concurrent writers", "commit conflict", "conflict", "retryable", "retry")
+# Lance's own wording ("Retryable commit conflict for version N", "Commit conflict for version N", "Too many
+# concurrent writers."), the same on a local disk and on object storage, where a commit is a conditional
+# put; "precondition" is that put refused, should it ever surface untranslated. A refused commit wrote
+# nothing, so retrying it never stores a row twice.
+_RETRYABLE = ("too many concurrent writers", "commit conflict", "conflict", "retryable", "retry", "precondition")
 MAX_ATTEMPTS = 8
 
 
