@@ -35,9 +35,9 @@ def team(bucket: Bucket, tmp_path: Path, *extras: dict[str, str]) -> Iterator[li
         yield servers
 
 
-def table(bucket: Bucket, name: str = "memories") -> Any:
+def table(bucket: Bucket, name: str = "memories", prefix: str = "team") -> Any:
     """The shared table, read directly with LanceDB (what is really stored)."""
-    return lancedb.connect(bucket.uri(), storage_options=bucket.s3.storage_options()).open_table(name)
+    return lancedb.connect(bucket.uri(prefix), storage_options=bucket.s3.storage_options()).open_table(name)
 
 
 async def remember(http: httpx.AsyncClient, server: ServerProcess, text: str) -> str:

@@ -9,6 +9,8 @@ import textwrap
 import time
 from datetime import timedelta
 
+import pytest
+
 from app.memory.store import connection
 from app.memory.store.lease import CompactionLease, lease_table_name
 from tests.conftest import SettingsFactory
@@ -51,6 +53,7 @@ def test_a_held_lease_is_refused_to_others_until_released_or_expired(make_settin
     assert lease_table_name("memories") in db.list_tables().tables
 
 
+@pytest.mark.slow
 def test_of_processes_racing_for_a_free_lease_exactly_one_takes_it(make_settings: SettingsFactory,
                                                                     s3_bucket: Bucket) -> None:
     settings = make_settings(db_path=s3_bucket.uri(), storage_options=s3_bucket.s3.storage_options())
