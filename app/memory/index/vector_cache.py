@@ -7,15 +7,13 @@ other columns as Arrow, answers a search with one int8 product, a partial sort a
 of the few rows that can still be in the top k, and is exact by construction (docs/performance.md,
 'The vector cache against LanceDB').
 
-Consistency: the cache records the table version it reflects. Our own commits update it in place
-(``apply_*`` with the versions before and after the commit, read under the write lock); when the
-version before a commit is not the cache's version, someone else wrote in between and the cache is
-marked stale. ``search`` answers only when the caller's current table version is the cache's (or
-an older one, read just before our own commit landed); otherwise it returns None and the caller
-uses LanceDB (always correct) and reloads the cache. While one of our own commits is in flight
-(``writing()``), the table is legitimately one version ahead of the cache for a moment; searches keep
-answering from the pre-commit state (the write is not acknowledged yet), instead of each one
-triggering a full reload.
+Consistency: the cache's contents are always the table's at the version it records. Our own commits
+update it in place (``apply_*``, with the versions around the commit read under the write lock); a
+commit that does not start from the cache's version leaves it behind the table. Other writers'
+commits come in as changes the store reads off the table's versions (``apply_changes``), or else as a
+whole new copy (``load``). ``search`` answers only when the caller's table version is the cache's (or
+older, or one ahead while our own commit from it is in flight and unacknowledged); otherwise it
+returns None and the caller uses LanceDB (always correct).
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +33,8 @@ import pyarrow as pa
 from app import heap
 from app.memory.index import score_bounds
 from app.memory.index.arrow_rows import ArrowRows
-from app.memory.index.exact_top import Query, Top, best, threshold_tops, with_cosines
+from app.memory.index.cached_reads import CachedReads
+from app.memory.index.exact_top import Query, Top, best, threshold_tops
 from app.memory.index.quantized_matrix import QuantizedMatrix, approximate
 from app.memory.index.score_bounds import ScoreBounds
 
@@ -45,8 +44,7 @@ RELOAD_BATCH_ROWS = 4_096  # small batches keep the transient decode memory smal
 COMPACT_DEAD_SHARE = 0.25
 
 
-
-class VectorCache:
+class VectorCache(CachedReads):
     """Vectors, scopes and row columns of one table; every method is thread-safe."""
 
     def __init__(self, dimension: int, row_columns: Sequence[str], scratch_dir: Path | None = None) -> None:
@@ -58,7 +56,7 @@ class VectorCache:
         self.reloads = 0
         self.last_reload_s = 0.0
         self._lock = threading.Lock()
-        self._writes_in_flight = 0
+        self._flights: list[int] = []  # the versions our commits in flight start from
         self._clear()
 
     def _clear(self, schema: pa.Schema | None = None) -> None:
@@ -84,27 +82,48 @@ class VectorCache:
     # --- loading ---------------------------------------------------------------------------------
 
     def reload(self, table: Any) -> None:
-        """Read the whole table in batches (blocking). The version is read first, so a commit racing
-        the scan leaves the cache conservatively stale rather than wrongly current."""
-        started = time.perf_counter()
+        """Read the whole table through LanceDB's read API (blocking). The version is read first, and the
+        copy counts as current only if the table is still there after the scan: a commit racing an
+        unpinned scan may leave rows of either version."""
         version = int(table.version)
-        columns = list(dict.fromkeys(["id", "scope", *self.row_columns, "vector"]))
-        reader = table.search().select(columns).limit(None).to_batches(RELOAD_BATCH_ROWS)
         schema = pa.schema([table.schema.field(c) for c in self.row_columns if c in table.schema.names])
         expected = int(table.count_rows())
+        query = table.search().select(self.load_columns(table.schema.names)).limit(None)
+        self.load(version, query.to_batches(RELOAD_BATCH_ROWS), schema, expected, lambda: int(table.version) == version)
+
+    def load_columns(self, names: Sequence[str]) -> list[str]:
+        """The columns ``load`` and ``apply_changes`` need, of a table that has ``names``."""
+        return [c for c in dict.fromkeys(["id", "scope", *self.row_columns, "vector"]) if c in names]
+
+    def load(self, version: int, batches: Iterable[pa.RecordBatch], schema: pa.Schema, expected_rows: int,
+             still_valid: Callable[[], bool] | None = None) -> bool:
+        """Replace the contents with ``batches``, the table at ``version`` (blocking); False when another
+        load took over. ``still_valid``: asked at the end, under the lock; False leaves the cache stale.
+
+        The lock is held a batch at a time, not for the whole read (a second at 100k rows): meanwhile
+        the cache is stale, so searches and reads go to LanceDB instead of waiting for it.
+        """
+        started = time.perf_counter()
         with self._lock:
+            self.version = None
             self._clear(schema)
-            self._reserve(expected)
-            for batch in reader:
+            self._reserve(expected_rows)
+            generation = self._generation
+        for batch in batches:
+            with self._lock:
+                if generation != self._generation:
+                    return False
                 self._append_batch(batch)
-            # A writer that ignores our lock may have committed during the scan: then the rows may be
-            # of either version, so the cache stays stale (and the next search reloads again).
-            self.version = version if int(table.version) == version else None
+        with self._lock:
+            if generation != self._generation:
+                return False
+            self.version = version if still_valid is None or still_valid() else None
             self.reloads += 1
-        del reader  # its decoded batches are freed only with it
+        del batches  # a reader's decoded batches are freed only with it
         heap.release_free_memory()  # give their pages back to the OS
         self.last_reload_s = time.perf_counter() - started
         logger.info("vector cache loaded %d rows at version %d in %.2fs", len(self), version, self.last_reload_s)
+        return True
 
     def _append_batch(self, batch: pa.RecordBatch) -> None:
         vectors = batch.column("vector")
@@ -150,15 +169,16 @@ class VectorCache:
     # --- our own commits -------------------------------------------------------------------------
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Wrap one of our commits (inside the write lock) so searches do not see it as foreign."""
+    def writing(self, before: int) -> Iterator[None]:
+        """Wrap one of our commits (inside the write lock), which starts from table version ``before``,
+        so searches do not see it as foreign."""
         with self._lock:
-            self._writes_in_flight += 1
+            self._flights.append(before)
         try:
             yield
         finally:
             with self._lock:
-                self._writes_in_flight -= 1
+                self._flights.remove(before)
 
     def known_ids(self, ids: Sequence[str]) -> set[str] | None:
         """Which of ``ids`` exist, when the cache is current enough to say (else None: ask the table)."""
@@ -175,13 +195,17 @@ class VectorCache:
     def _answers_at(self, version: int) -> bool:
         """At ``version`` or past it (caller holds the lock).
 
+        One behind ``version``: the table is at our own commit, in flight from the cache's version.
         Past it: a version read just before one of our commits landed may be compared after the cache
         took that commit in. The cache only ever moves from one version to the next through a commit
         it checked (or a reload), and versions only grow, so it holds everything up to ``version``.
         Under many concurrent writers this race made searches reload the whole cache, seconds of
         work at 100k rows, every few seconds (docs/performance.md, 'The vector cache against LanceDB').
         """
-        return self.version is not None and (self.version >= version or self._writes_in_flight > 0)
+        if self.version is None:
+            return False
+        # One past it, while our commit from the cache's version is in flight: that commit, unacknowledged.
+        return self.version >= version or (version == self.version + 1 and self.version in self._flights)
 
     def invalidate(self) -> None:
         """Mark the cache stale: the next search reloads it."""
@@ -189,13 +213,14 @@ class VectorCache:
             self.version = None
 
     def _advance(self, before: int, after: int, *, one_commit: bool = True) -> bool:
-        """True when the cache was at ``before`` (so the change may be applied); else mark it stale.
+        """True when the cache was at ``before`` (so the change may be applied); else it stays as it is.
 
         Lance numbers commits consecutively, so ``after != before + 1`` means another writer (one that
-        ignores our lock) committed in between, and its change is not in the cache.
+        ignores our lock) committed in between. Either way the cache keeps its version: behind the
+        table, it catches up from the table's versions (``apply_changes``), our commit included; past
+        ``before``, it took this commit in already.
         """
         if self.version != before or (one_commit and after != before + 1):
-            self.version = None
             return False
         self.version = after
         return True
@@ -213,10 +238,7 @@ class VectorCache:
         with self._lock:
             if not self._advance(before, after):
                 return
-            for memory_id in ids:
-                position = self._position.pop(memory_id, None)
-                if position is not None:
-                    self._alive[position] = False
+            self._drop(ids)
             self._maybe_compact()
 
     def apply_update(self, memory_id: str, values: dict[str, Any], before: int, after: int) -> None:
@@ -247,6 +269,50 @@ class VectorCache:
         """Commits that changed no content (a compaction, which may take several, or a tail merge)."""
         with self._lock:
             self._advance(before, after, one_commit=one_commit)
+
+    def apply_changes(self, before: int, after: int, gone: Collection[str], rows: pa.Table | None) -> bool:
+        """Other writers' commits from ``before`` to ``after``: the ``gone`` ids deleted (or rewritten), and
+        ``rows`` (``load_columns``) added or rewritten, newest copy of an id last. False, changing
+        nothing, unless the cache is at ``before``.
+
+        One batch of rows goes in under one hold of the lock; more go in a batch at a time, the cache
+        stale meanwhile, so searches use LanceDB rather than wait (as in ``load``).
+        """
+        batches = rows.to_batches(RELOAD_BATCH_ROWS) if rows is not None else []
+        with self._lock:
+            if self.version != before:
+                return False
+            self._drop(gone)
+            self.version = None  # until every row is in (never seen by a search when it is one batch)
+            generation = self._generation
+            if len(batches) <= 1:
+                return self._finish(batches, after)
+        for batch in batches[:-1]:
+            with self._lock:
+                if generation != self._generation or not self._finish([batch], None):
+                    return False
+        with self._lock:
+            return generation == self._generation and self._finish(batches[-1:], after)
+
+    def _finish(self, batches: Sequence[pa.RecordBatch], version: int | None) -> bool:
+        """Append ``batches``, then stand at ``version`` (None: more to come). Caller holds the lock."""
+        try:
+            for batch in batches:
+                self._append_batch(batch)
+        except OSError:
+            logger.exception("the vector cache could not store rows on disk; searches use LanceDB until it reloads")
+            self.version = None
+            return False
+        if version is not None:
+            self.version = version
+            self._maybe_compact()
+        return True
+
+    def _drop(self, ids: Iterable[str]) -> None:
+        for memory_id in ids:
+            position = self._position.pop(memory_id, None)
+            if position is not None:
+                self._alive[position] = False
 
     def _maybe_compact(self) -> None:
         dead = self._n - len(self._position)
@@ -330,58 +396,3 @@ class VectorCache:
         positions = [p for (p, _), q in zip(tops, asked, strict=True) if q.columns == columns]
         wanted = np.concatenate(positions) if positions else np.empty(0, dtype=np.int64)
         return iter(self._rows.take(wanted, columns) if len(wanted) else [])
-
-    # --- rows for keyword search ------------------------------------------------------------------
-
-    def scope_columns(self, scope: str | None, columns: Sequence[str], version: int) -> pa.Table | None:
-        """``columns`` of the live rows in ``scope`` (None: every scope), in cache order, as the table
-        holds them at ``version``; None when the cache cannot answer at ``version``.
-
-        Why: keyword search decodes the text of a whole scope; from LanceDB that scan was a large share
-        of its time (docs/performance.md, 'Keyword scan from the cache'), here the columns are already in memory.
-        """
-        with self._lock:
-            if not self._answers_at(version) or any(c not in self.row_columns for c in columns):
-                return None
-            n, batches, schema = self._n, list(self._rows.batches), self._rows.schema
-            mask = self._mask(self._alive[:n], scope, n)
-            mask = None if mask is None else mask.copy()  # the unscoped mask is the live array itself
-        if schema is None or mask is None or not mask.any():
-            return pa.table({c: pa.array([], type=schema.field(c).type if schema else pa.null()) for c in columns})
-        table = pa.Table.from_batches(batches, schema=schema).select(list(columns))
-        return table.filter(pa.array(mask))
-
-    def rows(self, ids: Sequence[str], version: int) -> list[dict[str, Any]] | None:
-        """The live rows of ``ids`` (in ``ids`` order, missing ones left out); None when the cache
-        cannot answer at ``version``."""
-        with self._lock:
-            if not self._answers_at(version):
-                return None
-            positions = [self._position[memory_id] for memory_id in ids if memory_id in self._position]
-            return self._rows.take(positions) if positions else []
-
-    def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray, version: int) -> list[dict[str, Any]] | None:
-        """``rows(ids)`` with ``score`` = their exact cosine to ``vector``; None when the cache cannot
-        answer at ``version``."""
-        with self._lock:
-            if not self._answers_at(version):
-                return None
-            positions = np.array([self._position[i] for i in ids if i in self._position], dtype=np.int64)
-            snap, generation = self._matrix.snapshot(), self._generation
-            rows = self._rows.take(positions) if len(positions) else []
-        if not len(positions):
-            return []
-        order = np.argsort(positions, kind="stable")  # the row file reads ascending positions
-        stored = np.empty((len(positions), self.dimension), dtype=np.float32)
-        stored[order] = snap.rows_at(positions[order])
-        with self._lock:
-            if generation != self._generation:  # compacted or reloaded meanwhile: positions are void
-                return None
-        return with_cosines(rows, stored, vector)
-
-    def _mask(self, alive: np.ndarray, scope: str | None, n: int) -> np.ndarray | None:
-        """Rows a search may return (None: the scope has no row at all). Caller holds the lock."""
-        if scope is None:
-            return alive
-        code = self._scopes.get(scope)
-        return None if code is None else alive & (self._scope_codes[:n] == code)

@@ -7,7 +7,8 @@ after the top-k would silently drop matches.
 With ``settings.vector_cache`` (the default) an in-memory copy of the vectors (``VectorCache``)
 answers searches with no filter or one scope, exactly, through one batching thread
 (``SearchBatcher``). Every commit of ours tells the cache the table versions around it, under the
-write lock; a version that moved without us (another process wrote) makes the next search reload.
+write lock; a version that moved without us (another process wrote) makes the next search read that
+change into the cache (``cache_sync``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pyarrow as pa
 from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
 from app.memory.store import commits, connection, filters, retention, tail_merge
+from app.memory.store.cache_sync import CacheSync
 from app.memory.store.locks import CommitLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
 from app.memory.store.version_probe import VersionProbe
@@ -66,6 +68,7 @@ class Store:
         names = set(table.schema.names)
         self.row_columns = [c for c in ROW_COLUMNS if c in names]
         self.cache: VectorCache | None = None
+        self.sync: CacheSync | None = None
         self._schema: tuple[int, pa.Schema] | None = None  # (version, schema) our last append left
         self.id_index_tried = False  # once per process: a failure would fail again
         self.batcher: SearchBatcher | None = None
@@ -74,7 +77,8 @@ class Store:
         if dimension is not None:
             scratch = db_path if isinstance(db_path, Path) else None  # object storage: the temp dir
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=scratch)
-            self.cache.reload(table)
+            self.sync = CacheSync(self.cache, table, self.probe.current, self.storage_options)
+            self.sync.load()
             self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
 
     @classmethod
@@ -170,18 +174,12 @@ class Store:
         return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit, columns), min_score)
 
     def refresh_cache(self) -> None:
-        """Reload the cache after a write it was not told about (blocking; the batch thread calls it).
-
-        Under the write lock: a reload takes about a second at 100k rows, and without the lock our
-        own writer would commit during every reload under sustained writes, so none would ever end
-        current. Writers that ignore the lock are caught by the version check inside ``reload``.
-
-        Raises:
-            StoreBusy: the write lock stayed taken for ``lock_timeout_s`` (the search uses LanceDB).
-        """
-        if self.cache is not None:
-            with self.lock.hold():
-                self.cache.reload(self.table)
+        """Bring the cache up to the table after commits it was not told about (the batch thread calls
+        it; never raises). Small changes are read now, without the write lock: each is applied only if
+        the cache is still where it started (``CacheSync``); larger ones go to a background thread while
+        searches use LanceDB."""
+        if self.sync is not None:
+            self.sync.catch_up()
 
     def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int,
                        columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -278,8 +276,8 @@ class Store:
         def locked() -> T:
             if self.cache is None:
                 return change(None)
-            with self.cache.writing():  # searches meanwhile answer from the pre-commit state
-                before = self.probe.current()
+            before = self.probe.current()
+            with self.cache.writing(before):  # searches meanwhile answer from the pre-commit state
                 result = change(before)
                 tell(self.cache, result, before)
             return result

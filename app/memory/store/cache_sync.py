@@ -1,0 +1,232 @@
+"""Brings the vector cache to the table's newest version after other processes' commits.
+
+Why: OpenClaw's memory-lancedb-pro writes the same table directly, and a full reload of the cache
+takes about a second at 100k rows; done for every foreign commit, it was most of recall's latency
+while another process wrote (docs/performance.md, 'Other writers'). Instead the two versions'
+manifests are compared (``table_diff``, read with pylance, which opens any version by number): only
+the fragments another writer added are read, deleted rows are found from the fragments whose
+deletion files grew (their ids, not their vectors), and a compaction costs two reads of the id
+column. The cache takes the change in one step (``VectorCache.apply_changes``), only if it is still
+at the version the change starts from.
+
+Where the change cannot be read that way (a column the cache holds changed type, a version that is
+gone, a rewrite of more than ``INLINE_MAX_ROWS`` rows), the search thread does not wait: a background
+thread catches up (or reloads the whole table, pinned at one version), and meanwhile the stale
+cache answers nothing, so searches use LanceDB's exact scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from app.memory.index import VectorCache
+from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
+from app.memory.store.table_diff import Diff, Files, Fragment, diff, files_of
+
+logger = logging.getLogger(__name__)
+
+#: Rows another writer added or rewrote that the search thread reads itself; more go to the background.
+INLINE_MAX_ROWS = 2_048
+#: Past this share of the table, the background thread reloads it whole rather than read the change.
+RELOAD_SHARE = 0.25
+#: Attempts to apply a change while our own commits keep moving the cache (each one applies in place).
+MAX_ROUNDS = 4
+#: pylance's caches, bounded as LanceDB's are in ``table.py`` (unbounded, they grow with every version).
+CACHE_BYTES = 16 * 2**20
+
+
+class CacheSync:
+    """Keeps ``cache`` at the newest version of ``table`` (a LanceDB table on a path pylance can open)."""
+
+    def __init__(self, cache: VectorCache, table: Any, current_version: Callable[[], int],
+                 storage_options: dict[str, str] | None = None) -> None:
+        self.cache = cache
+        self.table = table
+        self._current = current_version
+        self._busy = threading.Lock()  # one catch-up or reload at a time
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self.catch_ups = 0  # changes applied incrementally
+        self.rows_read = 0  # rows read for them (with vectors)
+        self.background_runs = 0
+        self.dataset = _open_dataset(table, storage_options or {})
+
+    # --- entry points -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the whole table and catch up (blocking; at start-up)."""
+        with self._busy:
+            self._reload()
+            self._catch_up(self._reload_rows())
+
+    def catch_up(self) -> None:
+        """Bring the cache to the newest version now if the change is small, else start the
+        background thread and return (the caller uses LanceDB meanwhile). Never raises."""
+        if not self._busy.acquire(blocking=False):
+            return  # the background thread is at it
+        try:
+            done = self._catch_up(INLINE_MAX_ROWS)
+        except Exception:  # noqa: BLE001 - the cache stays behind; the background thread reloads it
+            logger.exception("could not read another writer's change into the vector cache")
+            done = False
+        finally:
+            self._busy.release()
+        if not done:
+            self.start_background()
+
+    def start_background(self) -> None:
+        with self._worker_lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._background, name="memory-cache-sync", daemon=True)
+                self._worker.start()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait for the background thread to finish (tests and benchmarks); False on timeout."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout_s)
+        return worker is None or not worker.is_alive()
+
+    # --- work -------------------------------------------------------------------------------------
+
+    def _background(self) -> None:
+        self.background_runs += 1
+        with self._busy:
+            try:
+                if not self._catch_up(self._reload_rows()):
+                    self._reload()
+                    self._catch_up(self._reload_rows())
+            except Exception:  # noqa: BLE001 - searches stay on LanceDB; the next stale search retries
+                logger.exception("the vector cache could not be brought up to date")
+
+    def _reload_rows(self) -> int:
+        return max(INLINE_MAX_ROWS, int(len(self.cache) * RELOAD_SHARE))
+
+    def _catch_up(self, max_rows: int) -> bool:
+        """True when the cache is current or was moved as far as the table was (caller holds ``_busy``);
+        False when the change needs a reload or more than ``max_rows`` rows read."""
+        if self.dataset is None:
+            return self.cache.version is not None and self.cache.version >= self._current()
+        for _ in range(MAX_ROUNDS):
+            base, target = self.cache.version, self._current()
+            if base is None:
+                return False
+            if base >= target:
+                return True
+            applied = self._apply(base, target, max_rows)
+            if applied is None:
+                return False
+        return True  # our own commits kept moving it: searches use LanceDB this time, the next one retries
+
+    def _apply(self, base: int, target: int, max_rows: int) -> bool | None:
+        """Read and apply the change from ``base`` to ``target``: True if applied, False if the cache
+        moved meanwhile, None if it cannot be read incrementally."""
+        assert self.dataset is not None  # noqa: S101 - checked by the caller
+        try:
+            before, after = self.dataset.checkout_version(base), self.dataset.checkout_version(target)
+        except (OSError, ValueError, RuntimeError):  # a version cleaned up since: reload
+            return None
+        columns = self.cache.load_columns(before.schema.names)
+        if not _same_columns(before, after, columns):
+            return None
+        tracked = frozenset(f.id() for f in after.lance_schema.fields() if f.name() in columns)
+        at_base = _fragments(before)
+        change = diff(at_base, _fragments(after), _rewritten(after, base, target, at_base), tracked)
+        if change.rows_to_read > max_rows:
+            return None
+        gone = _gone(before, after, change)
+        rows = _scan(after, change.added, columns) if change.added else None
+        if not self.cache.apply_changes(base, target, gone, rows):
+            return self.cache.version is not None
+        self.catch_ups += 1
+        self.rows_read += 0 if rows is None else rows.num_rows
+        logger.debug("vector cache %d -> %d: %d rows read, %d gone", base, target, change.rows_to_read, len(gone))
+        return True
+
+    def _reload(self) -> None:
+        """The whole table at one version (pinned: commits meanwhile are caught up afterwards)."""
+        if self.dataset is None:
+            self.cache.reload(self.table)
+            return
+        version = self._current()
+        pinned = self.dataset.checkout_version(version)
+        names = pinned.schema.names
+        schema = pa.schema([pinned.schema.field(c) for c in self.cache.row_columns if c in names])
+        batches = pinned.to_batches(columns=self.cache.load_columns(names), batch_size=RELOAD_BATCH_ROWS)
+        self.cache.load(version, batches, schema, pinned.count_rows())
+
+
+def _open_dataset(table: Any, storage_options: dict[str, str]) -> Any | None:
+    """The table through pylance, or None (the cache then reloads whole through LanceDB)."""
+    try:
+        import lance
+
+        return lance.dataset(table.uri, storage_options=storage_options or None,
+                             metadata_cache_size_bytes=CACHE_BYTES, index_cache_size_bytes=CACHE_BYTES)
+    except Exception:  # noqa: BLE001 - an optimisation: without it, other writers' commits cost a reload
+        logger.warning("cannot open %s with pylance; other writers' commits reload the vector cache",
+                       getattr(table, "uri", table), exc_info=True)
+        return None
+
+
+def _fragments(dataset: Any) -> list[Fragment]:
+    return [Fragment.of(f.metadata) for f in dataset.get_fragments()]
+
+
+def _same_columns(before: Any, after: Any, columns: list[str]) -> bool:
+    """Whether the cache's columns are at both versions, with the same types and field ids."""
+    def shape(dataset: Any) -> dict[str, tuple[int, pa.DataType]]:
+        ids = {f.name(): f.id() for f in dataset.lance_schema.fields()}
+        return {c: (ids.get(c, -1), dataset.schema.field(c).type) for c in columns if c in dataset.schema.names}
+
+    old = shape(before)
+    return len(old) == len(columns) and old == shape(after)
+
+
+def _rewritten(dataset: Any, base: int, target: int, at_base: list[Fragment]) -> dict[int, Files]:
+    """Fragments that compactions between the versions wrote from fragments exactly as they were at
+    ``base``, with their files: they hold those fragments' live rows, unchanged. A compaction of
+    fragments that changed after ``base`` (or without a readable record) is read as new rows."""
+    known = {f.id: f for f in at_base}
+    written: dict[int, Files] = {}
+    for version in range(base + 1, target + 1):
+        try:
+            operation = dataset.read_transaction(version).operation
+        except Exception:  # noqa: BLE001 - without the record, those rows are read as new
+            continue
+        if type(operation).__name__ != "Rewrite":
+            continue
+        for group in operation.groups:
+            if all(known.get(int(f.id)) == Fragment.of(f) for f in group.old_fragments):
+                written.update({int(f.id): files_of(f) for f in group.new_fragments})
+    return written
+
+
+def _gone(before: Any, after: Any, change: Diff) -> set[str]:
+    """Ids live at ``before`` in the fragments that lost rows, whose rows are no longer there (a
+    compaction's moved rows excepted). Reads ids and row addresses, never vectors."""
+    if not change.lost:
+        return set()
+    old = _scan(before, change.lost, ["id"], addresses=True)
+    kept = pa.array([], pa.uint64())
+    if change.thinned:
+        kept = _scan(after, change.thinned, [], addresses=True)["_rowaddr"].combine_chunks()
+    ids = old["id"].filter(pc.invert(pc.is_in(old["_rowaddr"], value_set=kept)))
+    if change.moved and len(ids):
+        moved = _scan(after, change.moved, ["id"])["id"]
+        ids = ids.filter(pc.invert(pc.is_in(ids, value_set=moved.combine_chunks())))
+    return {i for i in ids.to_pylist() if i is not None}
+
+
+def _scan(dataset: Any, fragment_ids: list[int], columns: list[str], *, addresses: bool = False) -> pa.Table:
+    fragments = [dataset.get_fragment(i) for i in fragment_ids]
+    table: pa.Table = dataset.scanner(columns=columns, fragments=fragments, with_row_address=addresses,
+                                      batch_size=RELOAD_BATCH_ROWS).to_table()
+    return table
+
