@@ -106,3 +106,18 @@ async def test_the_writer_leaves_compaction_to_the_instance_holding_the_lease(
                 await service.remember(f"written after the lease came back {i}")
         assert service.writer.compactions >= 1
         assert len(await service.list_memories(limit=100)) == 6
+
+
+async def test_the_standard_aws_variables_reach_lancedb_without_storage_options(
+        make_settings: SettingsFactory, s3_bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_ENDPOINT": s3_bucket.s3.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "test",
+                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    settings = make_settings(db_path=s3_bucket.uri())
+    assert settings.storage_options == {}
+    async with MemoryService.open(settings) as service:
+        with anyio.fail_after(60):
+            stored = await service.remember("credentials came from the environment")
+    explicit = _s3_settings(make_settings, s3_bucket)
+    ids = connection.connect(explicit).open_table(settings.table).to_arrow().column("id").to_pylist()
+    assert ids == [stored.memory_id]
