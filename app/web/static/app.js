@@ -267,8 +267,9 @@ function memoryItem(memory) {
   return item;
 }
 
+// A form whose changes were saved no longer holds the list: the refresh after the save replaces it.
 function memoryEditOpen() {
-  return Boolean($("#memory-list form.editing"));
+  return Boolean($("#memory-list form.editing:not([data-saved])"));
 }
 
 function renderMemories(items, append) {
@@ -420,6 +421,7 @@ function editMemory(item, memory) {
     if (!Object.keys(changes).length) { cancel(); return; }
     try {
       await api("PATCH", `/api/lancedb/memories/${encodeURIComponent(memory.id)}`, changes);
+      item.querySelector("form").dataset.saved = "true";
       notify(changes.text ? "Memory updated and re-embedded" : "Memory updated");
       await refreshAll();
     } catch (error) { showError(error); }
@@ -815,7 +817,11 @@ function coalesced(load) {
 
 const liveMemories = coalesced(async () => {
   if ($("#view-memories").hidden) return; // showView loads it when it is shown
-  if (memoryEditOpen()) { state.memoriesStale = true; return; }
+  if (memoryEditOpen()) { // counts now, the list once the edit ends (a redraw would wipe it)
+    state.memoriesStale = true;
+    try { await loadStats(); } catch (error) { showError(error); }
+    return;
+  }
   await refreshAll({ live: true });
 });
 
