@@ -10,7 +10,11 @@ from app.settings import Settings
 
 # The dashboard shell holds no data (the same files in every install). A browser cannot send a bearer
 # header when it opens a page, so the page loads openly and asks for the token for its API calls.
-OPEN_PATHS = frozenset({"/healthz", "/", "/static/app.js", "/static/app.css"})
+# The dashboard's files are app/web/routes.py's ASSETS (a test keeps the two lists equal).
+OPEN_PATHS = frozenset({
+    "/healthz", "/", "/static/app.css", "/static/app.js", "/static/core.js", "/static/memories.js",
+    "/static/board.js", "/static/taskform.js", "/static/live.js",
+})
 # One space, one token of visible characters: a trailing space or a second word is a different token.
 _BEARER_RE = re.compile(rb"^[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)$")
 MAIN_TOKEN_ID = "main"

@@ -16,10 +16,17 @@ from app.errors import NotFound
 
 STATIC_DIR = Path(__file__).parent / "static"
 
-# Only files listed here are served: no directory walking, no guessing of media types.
-_ASSETS: dict[str, str] = {
-    "app.js": "text/javascript; charset=utf-8",
+_JAVASCRIPT = "text/javascript; charset=utf-8"
+# Only files listed here are served: no directory walking, no guessing of media types. The page's
+# script is a set of ES modules; app/edge/auth.py's OPEN_PATHS lists the same files.
+ASSETS: dict[str, str] = {
     "app.css": "text/css; charset=utf-8",
+    "app.js": _JAVASCRIPT,
+    "core.js": _JAVASCRIPT,
+    "memories.js": _JAVASCRIPT,
+    "board.js": _JAVASCRIPT,
+    "taskform.js": _JAVASCRIPT,
+    "live.js": _JAVASCRIPT,
 }
 
 # Memories and task descriptions are untrusted text written by agents. If one ever reached the DOM as
@@ -66,12 +73,12 @@ def index() -> Response:
 
 @router.get("/static/{name}")
 def asset(name: str) -> Response:
-    """The page's script and stylesheet.
+    """The page's script modules and stylesheet.
 
     Raises:
         NotFound: the name is not one of the dashboard's assets.
     """
-    media_type = _ASSETS.get(name)
+    media_type = ASSETS.get(name)
     if media_type is None:
         raise NotFound(f"no dashboard asset named {name!r}", code="asset_not_found")
     return _serve(name, media_type)

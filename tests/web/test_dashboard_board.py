@@ -84,7 +84,8 @@ def test_card_detail_shows_job_status_and_output(
     script = tmp_path / "job.py"
     script.write_text("import os, sys\nprint('job for', os.environ['MEMORY_MCP_TASK_ID'], sys.argv[1:])\n")
     page = browser_page.page
-    with dashboard_server(make_settings(jobs_allow_root=True, job_command=[sys.executable, str(script)]), browser_page) as server:
+    settings = make_settings(jobs_allow_root=True, job_command=[sys.executable, str(script)])
+    with dashboard_server(settings, browser_page) as server:
         task = create_task(server, "Run the job")
         job = httpx.post(f"{server.url}/api/kanban/jobs", json={"task_id": task["id"], "wait_s": 30}, timeout=40).json()
         assert job["status"] == "succeeded", job

@@ -11,7 +11,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from app.web.routes import STATIC_DIR
+from app.edge.auth import OPEN_PATHS
+from app.web.routes import ASSETS, STATIC_DIR
 from tests.conftest import SettingsFactory
 from tests.support.server import LiveServer
 from tests.web.conftest import BrowserPage, dashboard_server
@@ -74,23 +75,28 @@ def test_page_is_served_with_a_csp_that_forbids_inline_scripts_and_other_origins
 
     markup = _Markup()
     markup.feed(response.text)
-    assert [script.get("src") for script in markup.scripts] == ["/static/app.js"]
+    assert [(script.get("src"), script.get("type")) for script in markup.scripts] == [("/static/app.js", "module")]
     assert markup.inline_script_text == ""
     assert markup.handlers == []
     assert all(url.startswith("/static/") or url.startswith("#") or url == "data:," for url in markup.urls)
 
 
 def test_assets_are_served_with_their_types_and_reference_nothing_outside(live_server: LiveServer) -> None:
-    for name, media_type in [("app.js", "text/javascript"), ("app.css", "text/css")]:
+    for name in ASSETS:
+        media_type = "text/css" if name.endswith(".css") else "text/javascript"
         response = httpx.get(f"{live_server.url}/static/{name}")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith(media_type)
         assert "content-security-policy" in response.headers
         assert not ABSOLUTE_URL.search(re.sub(r"^\s*//.*$", "", response.text, flags=re.MULTILINE)), name
-    script = (STATIC_DIR / "app.js").read_text(encoding="utf-8")
-    # Untrusted memory text must never be parsed as markup.
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
-        assert sink not in script, sink
+    for script in STATIC_DIR.glob("*.js"):
+        text = script.read_text(encoding="utf-8")
+        # Untrusted memory text must never be parsed as markup.
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert sink not in text, (script.name, sink)
+        # Modules import only their siblings, by a path the asset route serves.
+        for imported in re.findall(r'^import .* from "([^"]+)";$', text, flags=re.MULTILINE):
+            assert imported.startswith("./") and imported[2:] in ASSETS, (script.name, imported)
 
 
 def test_unknown_or_traversing_asset_names_are_not_found(live_server: LiveServer) -> None:
@@ -138,7 +144,8 @@ def test_with_a_token_the_page_asks_once_keeps_it_for_the_tab_and_sends_it_as_be
 
         # The page shell holds no data and is served without a token (a navigation cannot carry one).
         assert httpx.get(f"{server.url}/").status_code == 200
-        assert httpx.get(f"{server.url}/static/app.js").status_code == 200
+        for name in ASSETS:
+            assert httpx.get(f"{server.url}/static/{name}").status_code == 200, name
         api_auth: list[str | None] = []
         page.on("request", lambda r: api_auth.append(r.headers.get("authorization")) if "/api/" in r.url else None)
 
@@ -164,5 +171,7 @@ def test_with_a_token_the_page_asks_once_keeps_it_for_the_tab_and_sends_it_as_be
         expect(page.get_by_role("button", name="Forget token")).to_be_visible()
 
 
-def test_static_dir_holds_only_the_three_dashboard_files() -> None:
-    assert sorted(p.name for p in Path(STATIC_DIR).iterdir()) == ["app.css", "app.js", "index.html"]
+def test_static_dir_holds_only_the_page_and_its_listed_assets_all_open_to_the_browser() -> None:
+    assert sorted(p.name for p in Path(STATIC_DIR).iterdir()) == sorted(["index.html", *ASSETS])
+    # A navigation and a module import cannot carry the bearer header: every asset is served openly.
+    assert {path for path in OPEN_PATHS if path.startswith("/static/")} == {f"/static/{name}" for name in ASSETS}
