@@ -90,7 +90,7 @@ async function followOnce() {
   }
 }
 
-// Follows the stream for the life of the page; ``showView`` draws the current view the first time.
+// Follows the stream for the life of the page; showView draws the current view the first time.
 export async function followChanges(showView) {
   loadViews = showView;
   setTimeout(loadViewsOnce, FIRST_LOAD_WAIT_MS);
