@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from app.memory.embeddings.hashing import HashEmbedder
-from app.memory.index import block_matrix, exact_top, score_bounds, vector_cache
+from app.memory.index import Query, VectorCache, block_matrix, exact_top, score_bounds, vector_cache
 from app.memory.index.quantized_matrix import Snapshot
 from app.memory.index.score_bounds import ScoreBounds, candidates
-from app.memory.index import Query, VectorCache
 from app.memory.rows import new_row
 from app.memory.store import filters
 from app.memory.store.table import Store
