@@ -112,6 +112,12 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(default=10.0, gt=0)
     embedding_deadline_s: float = Field(default=10.0, gt=0)
     embedding_max_retries: int = Field(default=2, ge=0)
+    # Remote providers: this many failed calls in a row open the breaker (calls fail at once) until a
+    # background probe, every cooldown, gets an answer.
+    embedding_breaker_failures: int = Field(default=5, ge=1)
+    embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0)
+    # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback).
+    recall_embedding_budget_s: float = Field(default=1.5, gt=0)
     embedding_batch_size: int = Field(default=64, ge=1)
     local_model_process: bool = True
     local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,6 +51,8 @@ class Embedder(abc.ABC):
     #: Cosine similarity at or above which ``check_duplicate`` calls two texts duplicates;
     #: calibrated per model because similarity scales differ (USE ~0.85, e5 ~0.95).
     default_dedup_threshold: float = 0.90
+    #: Every call ends within a deadline of its own (remote providers); otherwise the caller bounds it.
+    enforces_deadline: bool = False
 
     @abc.abstractmethod
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -73,6 +75,16 @@ class Embedder(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and threads."""
+
+    @property
+    def ready(self) -> bool:
+        """True when an embedding call can start at once: the model is loaded and the provider is
+        not known to be down. Recall falls back to keywords at once when it is False."""
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """What readiness reports about the embedder (cheap, no call to the provider)."""
+        return {"ready": self.ready}
 
     @property
     def identity(self) -> dict[str, str]:

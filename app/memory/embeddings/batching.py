@@ -135,22 +135,32 @@ class MicroBatcher:
             raise
 
     async def _run_batch(self, batch: list[_Request]) -> None:
-        texts = [text for request in batch for text in request.texts]
         try:
-            vectors = await self._on_worker(self._encode, batch[0].kind, texts)
+            batch, vectors = await self._on_worker(self._encode_waited_for, batch)
         except Exception as exc:  # every waiter gets its own error, the drainer carries on
-            logger.warning("embedding batch of %d texts failed: %s", len(texts), exc)
+            logger.warning("embedding batch of %d requests failed: %s", len(batch), exc)
             for request in batch:
                 if not request.future.done():
                     request.future.set_exception(_copy_error(exc))
             return
-        self._record(len(texts))
+        if not batch:
+            return
+        self._record(len(vectors))
         offset = 0
         for request in batch:
             count = len(request.texts)
             if not request.future.done():
                 request.future.set_result(vectors[offset : offset + count])
             offset += count
+
+    def _encode_waited_for(self, batch: list[_Request]) -> tuple[list[_Request], np.ndarray]:
+        """On the worker: encode the requests someone still waits for. A caller that gave up while the
+        batch queued behind a load (remember's deadline) costs the model nothing; reading a future's
+        state from this thread is a plain attribute read, and one cancelled just after is merely wasted."""
+        batch = [request for request in batch if not request.future.done()]
+        if not batch:
+            return batch, np.empty((0, 0), dtype=np.float32)
+        return batch, self._encode(batch[0].kind, [text for request in batch for text in request.texts])
 
     def _record(self, size: int) -> None:
         self.stats.model_calls += 1

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.memory.embeddings.base import Embedder
+from app.memory.embeddings.breaker import breaker_for
 from app.memory.embeddings.registry import register
 from app.memory.embeddings.remote import QUERY, RemoteEmbedder, embeddings_endpoint
 from app.settings import Settings
@@ -65,4 +66,5 @@ def _factory(settings: Settings) -> Embedder:
         max_retries=settings.embedding_max_retries,
         batch_size=settings.embedding_batch_size,
         deadline_s=settings.embedding_deadline_s,
+        breaker=breaker_for(settings),
     )

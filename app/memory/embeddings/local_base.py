@@ -47,6 +47,7 @@ class LocalModelEmbedder(Embedder):
         self._model: Any = None
         self._load_lock = threading.Lock()
         self.load_seconds: float | None = None
+        self.load_error: str | None = None  # why the last load failed (the next call tries again)
         self.batcher = MicroBatcher(self._encode_on_worker, max_batch=max_batch, thread_name=f"embed-{self.name}")
 
     @abc.abstractmethod
@@ -63,12 +64,13 @@ class LocalModelEmbedder(Embedder):
                 started = time.perf_counter()
                 try:
                     self._model = self._load_model() if self.in_process else self._start_process()
-                except EmbeddingError:
+                except EmbeddingError as exc:
+                    self.load_error = exc.message
                     raise
                 except Exception as exc:
-                    raise EmbeddingError(
-                        f"embedding provider {self.name} ({self.model}) could not load: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    self.load_error = f"could not load: {type(exc).__name__}: {exc}"
+                    raise EmbeddingError(f"embedding provider {self.name} ({self.model}) {self.load_error}") from exc
+                self.load_error = None
                 self.load_seconds = time.perf_counter() - started
                 logger.info("loaded embedding model %s (%s) in %.2fs", self.name, self.model, self.load_seconds)
             return self._model
@@ -102,6 +104,16 @@ class LocalModelEmbedder(Embedder):
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    @property
+    def ready(self) -> bool:
+        return self._model is not None
+
+    def status(self) -> dict[str, Any]:
+        state = {**super().status(), "load_seconds": self.load_seconds}
+        if self.load_error is not None:
+            state["error"] = self.load_error
+        return state
 
     async def load(self) -> None:
         """Load the weights on the worker thread; idempotent.

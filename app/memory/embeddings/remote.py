@@ -11,18 +11,20 @@ Failure policy (shared by ``jina`` and ``openai``):
   when it fits in the remaining deadline, otherwise the call fails at once.
 - Other 4xx (bad key, unknown model) fail at once: retrying cannot help.
 - Every answer is checked: count, dimension, NaN/inf, zero vectors (``Embedder.validate``).
-- A circuit breaker fails fast for a few seconds after 5 consecutive failed calls, then lets one
-  probe through.
+- A circuit breaker opens after 5 consecutive failed calls: every call then fails at once, and a
+  background task probes the provider every few seconds and closes the breaker when it answers. No
+  user request ever waits on a probe (a hanging provider would cost it the whole deadline).
 - Error messages and logs name provider, model, endpoint and cause, never the API key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,6 +35,7 @@ from pydantic import SecretStr
 
 from app.errors import InvalidInput
 from app.memory.embeddings.base import Embedder, EmbeddingError, FailureReason
+from app.memory.embeddings.breaker import CircuitBreaker
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,7 @@ RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 REQUEST_SPECIFIC_STATUSES = frozenset({400, 413, 422})
 DOCUMENT = "document"
 QUERY = "query"
+PROBE_TEXT = "ping"  # what the background probe embeds: tiny, and says nothing about any memory
 
 
 def embeddings_endpoint(base_url: str) -> str:
@@ -94,45 +98,10 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-class CircuitBreaker:
-    """Closed -> open after ``threshold`` consecutive failures -> one probe after ``cooldown_s``."""
-
-    def __init__(self, threshold: int = 5, cooldown_s: float = 5.0, clock: Callable[[], float] = time.monotonic):
-        self.threshold = threshold
-        self.cooldown_s = cooldown_s
-        self._clock = clock
-        self.failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-
-    def retry_after(self) -> float | None:
-        """None when a call may go ahead (claiming the probe if half-open), else seconds to wait."""
-        if self._opened_at is None:
-            return None
-        waited = self._clock() - self._opened_at
-        if waited >= self.cooldown_s and not self._probing:
-            self._probing = True
-            return None
-        return max(0.1, self.cooldown_s - waited)
-
-    def record_success(self) -> None:
-        self.failures = 0
-        self._opened_at = None
-        self._probing = False
-
-    def record_failure(self) -> None:
-        self.failures += 1
-        if self._probing or self.failures >= self.threshold:
-            self._opened_at = self._clock()
-        self._probing = False
-
-    def release_probe(self) -> None:
-        """The probe ended without telling us anything about the provider (e.g. a 400)."""
-        self._probing = False
-
-
 class RemoteEmbedder(Embedder):
     """Base of HTTP providers speaking the OpenAI ``/v1/embeddings`` response shape."""
+
+    enforces_deadline = True
 
     def __init__(
         self,
@@ -160,6 +129,7 @@ class RemoteEmbedder(Embedder):
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._prober: asyncio.Task[None] | None = None
 
     # --- provider specifics ---
     def _payload(self, texts: list[str], kind: str) -> dict[str, Any]:
@@ -189,7 +159,21 @@ class RemoteEmbedder(Embedder):
                 raise
             logger.info("embedding provider %s (%s) answers %d-d vectors", self.name, self.model, self._dimension)
 
+    @property
+    def ready(self) -> bool:
+        """Calls go to the provider: the dimension is known and the breaker is closed."""
+        return self._dimension is not None and not self.breaker.is_open
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "breaker": "open" if self.breaker.is_open else "closed",
+                "consecutive_failures": self.breaker.failures}
+
     async def close(self) -> None:
+        prober, self._prober = self._prober, None
+        if prober is not None and not prober.done():
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -227,15 +211,32 @@ class RemoteEmbedder(Embedder):
         return text.replace(self._api_key, "***") if self._api_key else text
 
     async def _call(self, texts: list[str], kind: str, *, validate: bool = True) -> np.ndarray:
-        """Embed in batches under one deadline, with the breaker around the whole call."""
+        """Embed under the breaker: fail at once while it is open, count failures, start the probe."""
         wait = self.breaker.retry_after()
         if wait is not None:
             raise self._error(
-                f"failing fast after {self.breaker.failures} consecutive failures; retry in {wait:.1f}s",
+                f"failing fast after {self.breaker.failures} consecutive failures (probed in the background); "
+                f"retry in {wait:.1f}s",
                 retry_after_s=wait,
             )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.deadline_s
+        try:
+            rows = await self._within_deadline(texts, kind, validate)
+        except EmbeddingError as exc:
+            if not exc.request_specific and self.breaker.record_failure():
+                logger.warning("embedding provider %s (%s) failed %d times in a row: failing fast, probing every %gs",
+                               self.name, self.model, self.breaker.failures, self.breaker.cooldown_s)
+                self._start_probing()
+            raise
+        self.breaker.record_success()
+        return rows
+
+    async def _within_deadline(self, texts: list[str], kind: str, validate: bool) -> np.ndarray:
+        """Embed in batches under one total deadline.
+
+        Raises:
+            EmbeddingError: a batch failed, or the deadline passed.
+        """
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
         try:
             async with asyncio.timeout_at(deadline):
                 parts = [
@@ -243,22 +244,34 @@ class RemoteEmbedder(Embedder):
                     for i in range(0, len(texts), self.batch_size)
                 ]
         except TimeoutError:
-            self.breaker.record_failure()
             raise self._error(f"no complete answer within the {self.deadline_s:g}s deadline") from None
-        except EmbeddingError as exc:
-            self._record_error(exc)
-            raise
-        except BaseException:
-            self.breaker.release_probe()  # cancelled: says nothing about the provider
-            raise
-        self.breaker.record_success()
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def _record_error(self, exc: EmbeddingError) -> None:
-        if exc.request_specific:
-            self.breaker.release_probe()
-        else:
-            self.breaker.record_failure()
+    async def until_available(self) -> None:
+        """Return once the background probe has closed the breaker (at once when it is closed)."""
+        prober = self._prober
+        if prober is not None and not prober.done():
+            await asyncio.shield(prober)
+
+    def _start_probing(self) -> None:
+        if self._prober is None or self._prober.done():
+            self._prober = asyncio.get_running_loop().create_task(
+                self._probe_until_closed(), name=f"embedding-probe-{self.name}")
+
+    async def _probe_until_closed(self) -> None:
+        """One small request every ``cooldown_s`` until the provider answers with a usable vector."""
+        while self.breaker.is_open:
+            await asyncio.sleep(self.breaker.probe_in())
+            try:
+                await self._within_deadline([PROBE_TEXT], QUERY, True)
+            except EmbeddingError as exc:
+                if not exc.request_specific:  # a refusal of this text still proves the provider answers
+                    self.breaker.probe_failed()
+                    logger.warning("embedding provider %s (%s) still failing (probe): %s; next probe in %gs",
+                                   self.name, self.model, exc.message, self.breaker.cooldown_s)
+                    continue
+            self.breaker.record_success()
+            logger.info("embedding provider %s (%s) answers again: breaker closed", self.name, self.model)
 
     async def _embed_batch(self, texts: list[str], kind: str, deadline: float, validate: bool) -> np.ndarray:
         body = await self._post_with_retries(self._payload(texts, kind), deadline)

@@ -43,6 +43,10 @@ class FakeState:
     max_in_flight: int = 0
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    arrived: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.arrived = threading.Condition(self.lock)  # notified under ``lock`` when a request is recorded
 
     def next_mode(self) -> Mode:
         with self.lock:
@@ -72,6 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         with state.lock:
             state.requests.append(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            state.arrived.notify_all()
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
         try:
@@ -163,6 +168,11 @@ class FakeEmbeddingServer:
     def hits(self) -> int:
         return len(self.state.requests)
 
+    def wait_for_hits(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until ``count`` requests have arrived in all (False after ``timeout``)."""
+        with self.state.arrived:
+            return self.state.arrived.wait_for(lambda: len(self.state.requests) >= count, timeout)
+
     def set(self, default: Mode = "ok", *plan: Mode) -> None:
         with self.state.lock:
             self.state.default = default
@@ -191,3 +201,30 @@ def refused_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A loopback server that accepts connections and never reads or answers; yields its ``/v1`` URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept_forever() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # shut down below
+                return
+            held.append(connection)
+
+    thread = threading.Thread(target=accept_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        listener.close()
+        thread.join(5)
+        for connection in held:
+            connection.close()

@@ -9,8 +9,9 @@ import anyio
 import pytest
 
 from app.memory.embeddings.base import EmbeddingError
-from app.memory.embeddings.remote import CircuitBreaker, RemoteEmbedder, parse_retry_after
-from tests.memory.embeddings.fake_server import FakeEmbeddingServer, refused_url
+from app.memory.embeddings.breaker import CircuitBreaker
+from app.memory.embeddings.remote import PROBE_TEXT, RemoteEmbedder, parse_retry_after
+from tests.memory.embeddings.fake_server import FakeEmbeddingServer, refused_url, silent_server
 from tests.memory.embeddings.remote_support import API_KEY, RemoteFactory
 
 
@@ -33,6 +34,15 @@ async def test_a_hanging_server_fails_within_the_read_timeout(
     fake.set("hang")
     error, _ = await embed_failure(embedder, bound_s=4)
     assert "no response in time" in error.message and fake.hits == 1
+
+
+async def test_a_server_that_accepts_and_never_answers_fails_at_the_deadline(make_remote: RemoteFactory) -> None:
+    with silent_server() as url:
+        embedder = await make_remote("openai", embedding_base_url=url, embedding_timeout_s=10.0,
+                                     embedding_max_retries=2, embedding_deadline_s=1.0)
+        error, elapsed = await embed_failure(embedder, bound_s=4)
+    assert "no complete answer within the 1s deadline" in error.message
+    assert 1.0 <= elapsed < 3.0
 
 
 async def test_timeouts_are_retried_a_bounded_number_of_times(
@@ -168,24 +178,44 @@ async def test_a_failed_dimension_probe_fails_load_clearly(
         _ = embedder.dimension
 
 
-async def test_the_breaker_fails_fast_after_repeated_failures_and_probes_after_the_cooldown(
+async def test_an_open_breaker_fails_every_call_at_once_and_a_background_probe_closes_it(
     make_remote: RemoteFactory, fake: FakeEmbeddingServer
 ) -> None:
-    now = [1000.0]
     embedder = await make_remote("jina", embedding_max_retries=0)
-    embedder.breaker = CircuitBreaker(threshold=5, cooldown_s=5.0, clock=lambda: now[0])
+    embedder.breaker = CircuitBreaker(threshold=5, cooldown_s=0.2)
     fake.set("status:500")
     for _ in range(5):
         await embed_failure(embedder)
-    assert fake.hits == 5
-    error, elapsed = await embed_failure(embedder)
-    assert "failing fast" in error.message and error.retry_after_s == pytest.approx(5.0)
-    assert fake.hits == 5 and elapsed < 1  # no request was sent
-    now[0] += 5.0
+    assert fake.hits == 5 and not embedder.ready
     fake.set("ok")
-    assert (await embedder.embed_documents(["recovered"])).shape == (1, 8)
-    assert fake.hits == 6
+    error, elapsed = await embed_failure(embedder)
+    assert "failing fast" in error.message and error.retry_after_s is not None and error.retry_after_s <= 0.2
+    assert elapsed < 0.5
+    with anyio.fail_after(5):
+        await embedder.until_available()  # the background probe: nobody's call sent it
+    assert embedder.ready and fake.hits == 6
+    assert fake.state.requests[-1].body["input"] == [PROBE_TEXT]
     assert (await embedder.embed_documents(["closed again"])).shape == (1, 8)
+
+
+async def test_while_a_probe_hangs_calls_still_fail_at_once(
+    make_remote: RemoteFactory, fake: FakeEmbeddingServer
+) -> None:
+    embedder = await make_remote("openai", embedding_max_retries=0, embedding_timeout_s=0.5,
+                                 embedding_deadline_s=0.5)
+    embedder.breaker = CircuitBreaker(threshold=1, cooldown_s=0.2)
+    fake.set("hang")
+    await embed_failure(embedder)  # opens the breaker after the 0.5 s deadline
+    assert await anyio.to_thread.run_sync(fake.wait_for_hits, 2)  # the background probe is hanging now
+    for _ in range(3):
+        error, elapsed = await embed_failure(embedder)
+        assert "failing fast" in error.message and elapsed < 0.2
+    assert fake.hits == 2
+    fake.set("ok")
+    with anyio.fail_after(5):
+        await embedder.until_available()  # the hanging probe times out, the next one closes the breaker
+    assert embedder.ready and fake.hits == 3
+    assert (await embedder.embed_documents(["after the probe"])).shape == (1, 8)
 
 
 async def test_concurrent_calls_are_capped_at_four_requests_in_flight(
@@ -205,33 +235,34 @@ def test_retry_after_accepts_seconds_and_http_dates() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
 
 
-def test_the_breaker_allows_one_probe_at_a_time_and_a_released_probe_frees_the_slot() -> None:
+async def test_the_breaker_follows_the_settings(make_remote: RemoteFactory) -> None:
+    embedder = await make_remote("openai", embedding_breaker_failures=2, embedding_breaker_cooldown_s=0.7)
+    assert (embedder.breaker.threshold, embedder.breaker.cooldown_s) == (2, 0.7)
+
+
+def test_the_breaker_opens_at_the_threshold_and_only_a_probe_closes_it() -> None:
     now = [0.0]
     breaker = CircuitBreaker(threshold=2, cooldown_s=3.0, clock=lambda: now[0])
-    breaker.record_failure()
-    assert breaker.retry_after() is None  # one failure: still closed
-    breaker.record_failure()
-    assert breaker.retry_after() == pytest.approx(3.0)
+    assert breaker.record_failure() is False and breaker.retry_after() is None  # one failure: still closed
+    assert breaker.record_failure() is True  # this one opened it
+    assert breaker.retry_after() == pytest.approx(3.0) and breaker.probe_in() == pytest.approx(3.0)
     now[0] = 3.0
-    assert breaker.retry_after() is None  # the probe
-    assert breaker.retry_after() is not None  # everyone else waits for it
-    breaker.release_probe()  # e.g. the probe was cancelled
-    assert breaker.retry_after() is None
-    breaker.record_failure()  # the new probe failed: open again for a full cooldown
-    assert breaker.retry_after() == pytest.approx(3.0)
+    assert breaker.probe_in() == 0.0
+    assert breaker.retry_after() is not None  # past the cooldown calls still fail fast: the probe decides
+    breaker.probe_failed()
+    assert breaker.probe_in() == pytest.approx(3.0) and breaker.is_open
+    breaker.record_success()
+    assert breaker.retry_after() is None and breaker.failures == 0 and not breaker.is_open
 
 
-async def test_a_cancelled_call_does_not_wedge_the_breaker(
+async def test_a_cancelled_call_is_not_counted_as_a_failure(
     make_remote: RemoteFactory, fake: FakeEmbeddingServer
 ) -> None:
-    now = [0.0]
     embedder = await make_remote("jina", embedding_max_retries=0)
-    embedder.breaker = CircuitBreaker(threshold=1, cooldown_s=1.0, clock=lambda: now[0])
-    fake.set("status:500")
-    await embed_failure(embedder)
-    now[0] = 1.0
+    embedder.breaker = CircuitBreaker(threshold=1, cooldown_s=60.0)
     fake.set("hang")
     with anyio.move_on_after(0.3):
-        await embedder.embed_documents(["the probe, cancelled"])
+        await embedder.embed_documents(["cancelled by its caller"])
+    assert embedder.ready and embedder.breaker.failures == 0
     fake.set("ok")
-    assert (await embedder.embed_documents(["next probe"])).shape == (1, 8)
+    assert (await embedder.embed_documents(["next call"])).shape == (1, 8)
