@@ -16,12 +16,13 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.errors import AppError, InvalidInput
+from app.errors import InvalidInput
 from app.memory import hit_list, hybrid, keyword
+from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
 from app.memory.models import (
@@ -37,7 +38,8 @@ from app.memory.models import (
 )
 from app.memory.rows import iso, new_row, now_ms, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, check_scope, normalize_scope, writable_scopes
-from app.memory.store import RecoveryReport, Store, Writer, filters, health_fields, open_with_recovery
+from app.memory.store import filters
+from app.memory.store.recovery import RecoveryReport, health_fields, open_with_recovery
 from app.memory.validation import (
     check_importance,
     check_limit,
@@ -50,6 +52,9 @@ from app.memory.validation import (
 )
 from app.settings import Settings
 
+if TYPE_CHECKING:  # imported when a store opens: they import LanceDB (app/memory/store/__init__.py)
+    from app.memory.store import Store, Writer
+
 logger = logging.getLogger(__name__)
 
 MAX_PAGE = 200
@@ -59,9 +64,11 @@ DUPLICATE_CANDIDATES = 5
 class MemoryService:
     """Remember, recall, list, update and forget memories in the shared LanceDB table."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, store: Store, writer: Writer) -> None:
+    def __init__(self, settings: Settings, embedder: Embedder, store: Store, writer: Writer,
+                 embedding: EmbeddingCalls | None = None) -> None:
         self.settings = settings
         self.embedder = embedder
+        self.embedding = embedding or EmbeddingCalls(embedder, settings)
         self.store = store
         self.writer = writer
         self._in_flight = 0
@@ -69,36 +76,59 @@ class MemoryService:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[MemoryService]:
+    async def open(cls, settings: Settings, embedder: Embedder | None = None, *,
+                   background: bool = False) -> AsyncIterator[MemoryService]:
         """Load the embedder, open (or create) the table and start the writer; drain it on exit.
+
+        ``background``: yield once the table is open, while the model loads (remember waits for it
+        within its deadline, recall uses keyword search meanwhile): the server's start-up.
 
         Raises:
             EmbeddingModelMismatch: the table holds vectors of another model or dimension.
             StoreUnrecoverable: no version of the table can be opened (see ``recovery``).
+            EmbeddingError: the model could not be loaded (not with ``background``).
         """
         owned = embedder is None
-        embedder = embedder or create_embedder(settings)
-        await embedder.load()
+        embedder = embedder or await asyncio.to_thread(create_embedder, settings)
+        embedding = EmbeddingCalls(embedder, settings)
         try:
+            embedding.start_loading()  # a model child starts now, while LanceDB is imported and the table opens
+            # In a thread: the import takes about two seconds, during which the loop keeps answering.
+            Store, Writer = await asyncio.to_thread(_store_classes)  # noqa: N806 - classes
+            if not background or not _dimension_known(embedder):  # the table's schema needs the dimension
+                await embedding.load()
             # A damaged newest version (power loss) is quarantined and the previous one opened (P10).
             store, recovery = await asyncio.to_thread(
                 open_with_recovery, settings, partial(Store.open, settings, embedder), Store.version)
             writer = Writer(store, settings)
             writer.start()
             try:
-                service = cls(settings, embedder, store, writer)
+                service = cls(settings, embedder, store, writer, embedding)
                 service.recovery = recovery
                 yield service
             finally:
                 await writer.close()
         finally:
+            await embedding.close()
             if owned:
                 await embedder.close()
 
+    async def wait_loaded(self) -> None:
+        """Return once the background loads (the model) have ended, loaded or failed."""
+        await self.embedding.wait_loaded()
+
+    def loading_times(self) -> dict[str, float | None]:
+        """Seconds each background load took (None: failed or not finished)."""
+        return {"model": self.embedding.load_seconds}
+
     def health(self) -> dict[str, Any]:
         """Cheap readiness facts: no table scan."""
+        embedder = self.embedding.status()
+        loading = [name for name, busy in (("model", embedder["loading"]),) if busy]
         return {
-            "ready": self.writer.alive,
+            "ready": self.writer.alive and not loading,
+            "loading": loading,
+            "embedder": embedder,
             "provider": self.embedder.name,
             "model": self.embedder.model,
             "dimension": self.embedder.dimension,
@@ -146,7 +176,7 @@ class MemoryService:
 
     async def _store_new(self, text: str, clean_tags: list[str], weight: float, target: str,
                          agent: str | None, caller: str | None) -> RememberResult:
-        vector = await self._embed_document(text)
+        vector = await self.embedding.document(text)
         author = _agent_name(agent, caller, target)
         row = new_row(text, vector, target, clean_tags, weight, author, self.embedder.model)
         # The duplicate check runs while the row waits for its commit (it only informs the caller),
@@ -196,7 +226,7 @@ class MemoryService:
             values["importance"] = check_importance(importance)
         if text is not None:
             values["text"] = check_text(text, self.settings)
-            values["vector"] = (await self._embed_document(values["text"])).tolist()
+            values["vector"] = (await self.embedding.document(values["text"])).tolist()
             metadata["embedding_model"] = self.embedder.model
         if not values:
             return current
@@ -224,14 +254,13 @@ class MemoryService:
                      *, scope: str | None = None) -> RecallResult:
         """Best matches by meaning, ordered by ``score`` (the hybrid of ``hybrid.py``, or the cosine when its
         weight is 0), each with its cosine as ``similarity``, identical texts of a scope once (``hit_list``);
-        keyword search when the embedder is down."""
+        keyword search when the embedder fails, is loading, or does not answer within the recall budget."""
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
-        try:
-            vector = await self._embed_query(query)
-        except EmbeddingError as exc:
-            logger.warning("embedder unavailable, recall falls back to keyword search: %s", exc)
+        vector = await self.embedding.query_within_budget(query)
+        if isinstance(vector, EmbeddingError):
+            logger.warning("recall falls back to keyword search: %s", vector.message)
             hits = await hit_list.best_distinct(partial(self._keyword_rows, query, where), top_k)
             return RecallResult(hits=hits, mode="keyword_fallback")
         weight = hybrid.lexical_weight(self.settings.rank_lexical_weight, self.embedder.name)
@@ -283,7 +312,7 @@ class MemoryService:
         """Memories whose cosine similarity to ``content`` reaches the threshold (warn only)."""
         text = check_text(content, self.settings)
         limit = self._threshold(threshold)
-        vector = await self._embed_document(text)
+        vector = await self.embedding.document(text)
         rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES, min_score=limit)
         similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"]) for r in rows]
         return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
@@ -357,26 +386,20 @@ class MemoryService:
                 return DuplicateMatch(memory_id=row["id"], score=round(row["score"], 6))
         return None
 
-    async def _embed_document(self, text: str) -> np.ndarray:
-        try:
-            vectors = await self.embedder.embed_documents([text])
-        except AppError:
-            raise
-        except Exception as exc:  # a provider bug must still read as "embedder down", never a 500
-            raise EmbeddingError(f"embedding failed ({type(exc).__name__}); nothing was written") from exc
-        return self.embedder.validate(vectors, 1)[0]  # never a zero/NaN vector, whatever the provider
-
-    async def _embed_query(self, text: str) -> np.ndarray:
-        try:
-            vector = await self.embedder.embed_query(text)
-        except AppError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - see _embed_document
-            raise EmbeddingError(f"embedding failed ({type(exc).__name__})") from exc
-        return self.embedder.validate(vector, 1)[0]
-
-
 def _agent_name(agent: str | None, caller: str | None, scope: str) -> str | None:
     if agent is not None and agent.strip() != GLOBAL:
         return agent_of(normalize_scope(agent))
     return caller or agent_of(scope)
+
+
+def _dimension_known(embedder: Embedder) -> bool:
+    try:
+        return embedder.dimension > 0
+    except EmbeddingError:  # a remote provider asked for its size on load
+        return False
+
+
+def _store_classes() -> tuple[type[Store], type[Writer]]:
+    from app.memory.store import Store, Writer  # LanceDB: imported when a store opens (see TYPE_CHECKING)
+
+    return Store, Writer
