@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.errors import Unavailable
-from app.kanban.service import KanbanService
-from app.memory.service import MemoryService
+
+if TYPE_CHECKING:  # the services are imported as the server opens them, after it answers /healthz
+    from app.kanban.service import KanbanService
+    from app.memory.service import MemoryService
 
 
 @dataclass

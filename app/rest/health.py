@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.container import Services
+from app.startup import Startup
 
 router = APIRouter(tags=["health"])
 
@@ -20,20 +21,26 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """Readiness: the embedder is loaded and both stores are open."""
+    """Readiness: both stores open, the model and the vector cache loaded; ``loading`` names what is not yet.
+
+    The server answers requests before that (they wait at the start-up gate, remember waits for the
+    model, recall uses keyword search and searches LanceDB until the loads end); 503 until ready.
+    """
     services: Services = request.app.state.services
-    body: dict[str, Any] = {"status": "ok"}
-    ready = True
+    startup: Startup = request.app.state.startup
+    loading = list(startup.opening)
+    body: dict[str, Any] = {"status": "ok", "startup": startup.status()}
     try:
         body["memory"] = services.memory.health()
-        ready = ready and bool(body["memory"].get("ready", True))
+        loading += body["memory"].get("loading", [])
     except Exception as exc:  # noqa: BLE001 - readiness reports, never raises
         body["memory"] = {"ready": False, "error": str(exc)}
-        ready = False
     try:
         body["kanban"] = services.kanban.health()
     except Exception as exc:  # noqa: BLE001
         body["kanban"] = {"ready": False, "error": str(exc)}
-        ready = False
-    body["status"] = "ok" if ready else "starting"
+    ready = startup.failure is None and not loading and all(
+        bool(body[part].get("ready", True)) for part in ("memory", "kanban"))
+    body["loading"] = loading
+    body["status"] = "ok" if ready else "failed" if startup.failure is not None else "starting"
     return JSONResponse(body, status_code=200 if ready else 503)
