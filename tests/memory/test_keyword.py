@@ -55,6 +55,6 @@ async def test_keyword_search_respects_the_scope_and_the_limit(service: MemorySe
     for i in range(4):
         await service.remember(f"needle {i}", agent="a")
     await service.remember("needle elsewhere", agent="b")
-    hits = await service.keyword_search("needle", scope="a", limit=3)
+    hits = await service.keyword_search("needle", scope="agent:a", limit=3)
     assert len(hits) == 3 and all(h.scope == "agent:a" for h in hits)
     assert [h.text for h in hits] == ["needle 3", "needle 2", "needle 1"]
