@@ -130,12 +130,12 @@ async def _open_services(stack: AsyncExitStack, app: FastAPI, settings: Settings
 async def _finish_loading(services: Services, startup: Startup, freeze: bool) -> None:
     """Wait for the model and the vector cache, then say so once."""
     memory_service = services.memory
-    await memory_service.wait_loaded()
+    await memory_service.loads.wait()
     if freeze:
         gc.freeze()  # what the background load left alive lives as long as the server (gc_pause)
     startup.mark_loaded()
     logger.info("memory-mcp loaded in %.2fs (open after %.2fs): %s", startup.loaded_seconds or 0.0,
-                startup.open_seconds or 0.0, _load_summary(memory_service.loading_times()))
+                startup.open_seconds or 0.0, _load_summary(memory_service.loads.times()))
 
 
 def _load_summary(times: dict[str, float | None]) -> str:

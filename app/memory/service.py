@@ -25,6 +25,7 @@ from app.memory import hit_list, hybrid, keyword
 from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
+from app.memory.loading import BackgroundLoads, dimension_known, store_classes
 from app.memory.models import (
     DuplicateCheck,
     DuplicateMatch,
@@ -52,7 +53,7 @@ from app.memory.validation import (
 )
 from app.settings import Settings
 
-if TYPE_CHECKING:  # imported when a store opens: they import LanceDB (app/memory/store/__init__.py)
+if TYPE_CHECKING:  # imported when a store opens (loading.store_classes): they import LanceDB
     from app.memory.store import Store, Writer
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class MemoryService:
         self.store = store
         self.writer = writer
         self._in_flight = 0
+        self.loads = BackgroundLoads(self.embedding, store)
         self.recovery: RecoveryReport | None = None  # set when open quarantined a damaged head
 
     @classmethod
@@ -80,8 +82,9 @@ class MemoryService:
                    background: bool = False) -> AsyncIterator[MemoryService]:
         """Load the embedder, open (or create) the table and start the writer; drain it on exit.
 
-        ``background``: yield once the table is open, while the model loads (remember waits for it
-        within its deadline, recall uses keyword search meanwhile): the server's start-up.
+        ``background``: yield once the table is open, while the model and the vector cache load (remember
+        waits for the model within its deadline, recall uses keyword search meanwhile, searches use
+        LanceDB until the cache is loaded): the server's start-up.
 
         Raises:
             EmbeddingModelMismatch: the table holds vectors of another model or dimension.
@@ -94,12 +97,13 @@ class MemoryService:
         try:
             embedding.start_loading()  # a model child starts now, while LanceDB is imported and the table opens
             # In a thread: the import takes about two seconds, during which the loop keeps answering.
-            Store, Writer = await asyncio.to_thread(_store_classes)  # noqa: N806 - classes
-            if not background or not _dimension_known(embedder):  # the table's schema needs the dimension
+            Store, Writer = await asyncio.to_thread(store_classes)  # noqa: N806 - classes
+            if not background or not dimension_known(embedder):  # the table's schema needs the dimension
                 await embedding.load()
             # A damaged newest version (power loss) is quarantined and the previous one opened (P10).
             store, recovery = await asyncio.to_thread(
-                open_with_recovery, settings, partial(Store.open, settings, embedder), Store.version)
+                open_with_recovery, settings, partial(Store.open, settings, embedder, load_cache=not background),
+                Store.version)
             writer = Writer(store, settings)
             writer.start()
             try:
@@ -113,18 +117,10 @@ class MemoryService:
             if owned:
                 await embedder.close()
 
-    async def wait_loaded(self) -> None:
-        """Return once the background loads (the model) have ended, loaded or failed."""
-        await self.embedding.wait_loaded()
-
-    def loading_times(self) -> dict[str, float | None]:
-        """Seconds each background load took (None: failed or not finished)."""
-        return {"model": self.embedding.load_seconds}
-
     def health(self) -> dict[str, Any]:
         """Cheap readiness facts: no table scan."""
         embedder = self.embedding.status()
-        loading = [name for name, busy in (("model", embedder["loading"]),) if busy]
+        loading = self.loads.pending()
         return {
             "ready": self.writer.alive and not loading,
             "loading": loading,
@@ -390,16 +386,3 @@ def _agent_name(agent: str | None, caller: str | None, scope: str) -> str | None
     if agent is not None and agent.strip() != GLOBAL:
         return agent_of(normalize_scope(agent))
     return caller or agent_of(scope)
-
-
-def _dimension_known(embedder: Embedder) -> bool:
-    try:
-        return embedder.dimension > 0
-    except EmbeddingError:  # a remote provider asked for its size on load
-        return False
-
-
-def _store_classes() -> tuple[type[Store], type[Writer]]:
-    from app.memory.store import Store, Writer  # LanceDB: imported when a store opens (see TYPE_CHECKING)
-
-    return Store, Writer

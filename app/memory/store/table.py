@@ -55,8 +55,10 @@ class Store:
     """One LanceDB table of memories, opened with a zero read-consistency interval."""
 
     def __init__(self, table: Any, db_path: Path | str, lock: CommitLock, *, dimension: int | None = None,
-                 appender: Any | None = None, storage_options: dict[str, str] | None = None) -> None:
-        """``dimension`` given: keep a vector cache (loaded here, blocking) and search through it.
+                 appender: Any | None = None, storage_options: dict[str, str] | None = None,
+                 load_cache: bool = True) -> None:
+        """``dimension`` given: keep a vector cache and search through it, loaded here (blocking) or, with
+        ``load_cache=False``, by a background thread while searches use LanceDB (the server's start-up).
         ``appender``: the same table opened without read consistency, for appends (see ``add``).
         ``db_path``: the local directory, or the object-store URI (a str) with its ``storage_options``."""
         self.table = table
@@ -78,12 +80,15 @@ class Store:
             scratch = db_path if isinstance(db_path, Path) else None  # object storage: the temp dir
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=scratch)
             self.sync = CacheSync(self.cache, table, self.probe.current, self.storage_options)
-            self.sync.load()
+            if load_cache:
+                self.sync.load()
+            else:
+                self.sync.start_background()
             self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
 
     @classmethod
-    def open(cls, settings: Settings, embedder: Embedder) -> Store:
-        """Open or create the table (blocking).
+    def open(cls, settings: Settings, embedder: Embedder, *, load_cache: bool = True) -> Store:
+        """Open or create the table (blocking; the vector cache too unless ``load_cache`` is False).
 
         Raises:
             EmbeddingModelMismatch: the table was built with another model or dimension.
@@ -104,7 +109,7 @@ class Store:
         check_compatible(table.schema, embedder, where)
         appender = connection.connect(settings, consistent=False, session=session).open_table(settings.table)
         return cls(table, settings.db_path, lock, dimension=embedder.dimension if settings.vector_cache else None,
-                   appender=appender, storage_options=settings.storage_options)
+                   appender=appender, storage_options=settings.storage_options, load_cache=load_cache)
 
     # --- reads ---------------------------------------------------------------------------------
 

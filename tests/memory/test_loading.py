@@ -1,0 +1,63 @@
+"""Opened in the background, the service answers at once: searches use LanceDB until the vector cache has loaded."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from app.memory.service import MemoryService
+from app.memory.store.cache_sync import CacheSync
+from tests.conftest import SettingsFactory
+
+TEXTS = [f"note {n}: the kiwi snapshot rebuilds staging {'nightly' if n % 2 else 'weekly'}" for n in range(40)]
+
+
+@pytest.fixture
+def held_cache_load(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """The vector cache's whole-table load waits until the returned event is set."""
+    release = threading.Event()
+    original = CacheSync._reload
+
+    def held(self: CacheSync) -> None:
+        if not release.wait(60):
+            raise RuntimeError("the test never let the cache load")
+        original(self)
+
+    monkeypatch.setattr(CacheSync, "_reload", held)
+    return release
+
+
+async def _recalled_ids(service: MemoryService) -> list[str]:
+    result = await service.recall("kiwi snapshot nightly", top_k=5)
+    assert result.mode == "vector"
+    return [hit.id for hit in result.hits]
+
+
+async def test_searches_use_lancedb_until_the_cache_loads_in_the_background_then_the_cache(
+        make_settings: SettingsFactory, held_cache_load: threading.Event) -> None:
+    settings = make_settings()
+    held_cache_load.set()  # the first open loads the cache as before
+    async with MemoryService.open(settings) as first:
+        for text in TEXTS:
+            await first.remember(text)
+        expected = await _recalled_ids(first)
+    held_cache_load.clear()
+    async with MemoryService.open(settings, background=True) as service:
+        await service.embedding.wait_loaded()  # the hash embedder: at once
+        assert service.store.cache is not None and service.store.cache.version is None
+        health: dict[str, Any] = service.health()
+        assert health["loading"] == ["vector_cache"] and health["ready"] is False
+        assert await _recalled_ids(service) == expected  # LanceDB's exact scan answered
+        assert service.store.cache.version is None
+        held_cache_load.set()
+        with anyio.fail_after(30):
+            await service.loads.wait()
+        assert service.store.cache.version == service.store.version()
+        assert service.health()["loading"] == [] and service.health()["ready"] is True
+        assert service.loads.times()["vector cache"] is not None
+        searched = service.store.batcher.searches if service.store.batcher else -1
+        assert await _recalled_ids(service) == expected
+        assert service.store.batcher is not None and service.store.batcher.searches > searched  # the cache answered
