@@ -278,7 +278,8 @@ class VectorCache(CachedReads):
         One batch of rows goes in under one hold of the lock; more go in a batch at a time, the cache
         stale meanwhile, so searches use LanceDB rather than wait (as in ``load``).
         """
-        batches = rows.to_batches(RELOAD_BATCH_ROWS) if rows is not None else []
+        # One batch per fragment read would cost an append each: a burst of 100 appends is 100 fragments.
+        batches = rows.combine_chunks().to_batches(RELOAD_BATCH_ROWS) if rows is not None else []
         with self._lock:
             if self.version != before:
                 return False

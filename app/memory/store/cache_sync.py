@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.ipc  # noqa: F401 - pa.ipc
 
 from app.memory.index import VectorCache
 from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
@@ -136,11 +138,14 @@ class CacheSync:
         if not _same_columns(before, after, columns):
             return None
         tracked = frozenset(f.id() for f in after.lance_schema.fields() if f.name() in columns)
-        at_base = _fragments(before)
-        change = diff(at_base, _fragments(after), _rewritten(after, base, target, at_base), tracked)
+        at_base, at_target = _fragments(before), _fragments(after)
+        # A compaction drops fragments; with none dropped (appends), its records need not be read.
+        dropped = {f.id for f in at_base} - {f.id for f in at_target}
+        rewritten = _rewritten(after, base, target, at_base) if dropped else {}
+        change = diff(at_base, at_target, rewritten, tracked)
         if change.rows_to_read > max_rows:
             return None
-        gone = _gone(before, after, change)
+        gone = _gone(before, after, change, {f.id: f for f in at_base}, {f.id: f for f in at_target})
         rows = _scan(after, change.added, columns) if change.added else None
         if not self.cache.apply_changes(base, target, gone, rows):
             return self.cache.version is not None
@@ -208,20 +213,58 @@ def _rewritten(dataset: Any, base: int, target: int, at_base: list[Fragment]) ->
     return written
 
 
-def _gone(before: Any, after: Any, change: Diff) -> set[str]:
-    """Ids live at ``before`` in the fragments that lost rows, whose rows are no longer there (a
-    compaction's moved rows excepted). Reads ids and row addresses, never vectors."""
-    if not change.lost:
-        return set()
-    old = _scan(before, change.lost, ["id"], addresses=True)
-    kept = pa.array([], pa.uint64())
-    if change.thinned:
-        kept = _scan(after, change.thinned, [], addresses=True)["_rowaddr"].combine_chunks()
-    ids = old["id"].filter(pc.invert(pc.is_in(old["_rowaddr"], value_set=kept)))
-    if change.moved and len(ids):
-        moved = _scan(after, change.moved, ["id"])["id"]
-        ids = ids.filter(pc.invert(pc.is_in(ids, value_set=moved.combine_chunks())))
-    return {i for i in ids.to_pylist() if i is not None}
+def _gone(before: Any, after: Any, change: Diff, old: dict[int, Fragment], new: dict[int, Fragment]) -> set[str]:
+    """Ids live at ``before`` in the fragments that lost rows and no longer there (a compaction's moved
+    rows excepted). Which rows went is read off the deletion files; ids are read for those rows only
+    (a whole fragment's when it was dropped), never vectors."""
+    ids: list[Any] = []
+    if change.dropped:
+        ids += _scan(before, change.dropped, ["id"])["id"].to_pylist()
+    scanned = [i for i in change.thinned if not _thinned_ids(before, old[i], new[i], ids)]
+    if scanned:  # deletion files pyarrow cannot read: compare the live row addresses instead
+        was, kept = _addresses(before, scanned), _addresses(after, scanned)
+        for fragment_id in scanned:
+            live = was[(was >> 32) == fragment_id]  # ascending: a fragment's rows in order
+            dead = live[~np.isin(live, kept)]
+            if len(dead):  # a fragment's take counts live rows only: a dead row's index is its rank in ``live``
+                taken = before.get_fragment(fragment_id).take(np.searchsorted(live, dead).tolist(), columns=["id"])
+                ids += taken["id"].to_pylist()
+    if change.moved and ids:
+        survivors = set(_scan(after, change.moved, ["id"])["id"].to_pylist())
+        ids = [i for i in ids if i not in survivors]
+    return {i for i in ids if i is not None}
+
+
+def _thinned_ids(before: Any, old: Fragment, new: Fragment, ids: list[Any]) -> bool:
+    """Add to ``ids`` those of the rows ``new``'s deletion file adds to ``old``'s; False when the files
+    are not plain Arrow lists on a local disk (a large deletion set is a bitmap)."""
+    was, now = _deleted(before.uri, old), _deleted(before.uri, new)
+    if was is None or now is None or old.physical_rows != new.physical_rows:
+        return False
+    dead = np.setdiff1d(now, was)
+    if len(dead):  # a fragment's take counts live rows only: skip the rows deleted before
+        taken = before.get_fragment(old.id).take((dead - np.searchsorted(was, dead)).tolist(), columns=["id"])
+        ids += taken["id"].to_pylist()
+    return True
+
+
+def _deleted(root: str, fragment: Fragment) -> np.ndarray | None:
+    """The fragment's deleted row offsets, ascending, from its deletion file (None: not readable so)."""
+    if fragment.deletion is None:
+        return np.empty(0, dtype=np.int64)
+    if fragment.deletion_array is None or "://" in root:
+        return None
+    try:
+        with pa.ipc.open_file(str(Path(root) / fragment.deletion_array)) as reader:
+            offsets = reader.read_all().column(0).to_numpy()
+    except (OSError, pa.ArrowException):
+        return None
+    return np.unique(offsets.astype(np.int64))
+
+
+def _addresses(dataset: Any, fragment_ids: list[int]) -> np.ndarray:
+    addresses = _scan(dataset, fragment_ids, [], addresses=True)["_rowaddr"]
+    return np.sort(addresses.to_numpy()).astype(np.uint64, copy=False)
 
 
 def _scan(dataset: Any, fragment_ids: list[int], columns: list[str], *, addresses: bool = False) -> pa.Table:

@@ -26,15 +26,17 @@ class Fragment:
     files: Files
     deletion: tuple[int, int, int] | None  # (file id, read version, rows deleted)
     physical_rows: int
+    deletion_array: str | None = None  # the deletion file's path in the table, when it is a plain Arrow list
 
     @classmethod
     def of(cls, metadata: Any) -> Fragment:
         """From Lance's ``FragmentMetadata``."""
         deletion = metadata.deletion_file
-        return cls(int(metadata.id), files_of(metadata),
-                   None if deletion is None else (int(deletion.id), int(deletion.read_version),
-                                                  int(deletion.num_deleted_rows)),
-                   int(metadata.physical_rows))
+        if deletion is None:
+            return cls(int(metadata.id), files_of(metadata), None, int(metadata.physical_rows))
+        shape = (int(deletion.id), int(deletion.read_version), int(deletion.num_deleted_rows))
+        array = str(deletion.path(int(metadata.id))) if deletion.file_type == "array" else None
+        return cls(int(metadata.id), files_of(metadata), shape, int(metadata.physical_rows), array)
 
     @property
     def live_rows(self) -> int:

@@ -2,6 +2,7 @@
 no lock and no vector cache of ours, so the server learns of each change only from the table.
 
     python -m tests.memory.store.foreign_writer DB_PATH '[{"kind": "add", "rows": [...]}, ...]'
+    python -m tests.memory.store.foreign_writer DB_PATH @ops.json       # the same, from a file
 
 Kinds: add, delete, update, merge (merge_insert on id: matched rows updated, others inserted; rows
 may carry a subset of the columns), optimize, add_column, alter_type.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import lancedb
@@ -55,7 +57,7 @@ def run(table: Any, op: dict[str, Any]) -> None:
 
 def main(db_path: str, ops: str) -> int:
     table = lancedb.connect(db_path).open_table("memories")
-    for op in json.loads(ops):
+    for op in json.loads(Path(ops[1:]).read_text() if ops.startswith("@") else ops):
         run(table, op)
     return 0
 

@@ -232,3 +232,14 @@ def test_a_column_changing_type_reloads_in_the_background_while_searches_use_lan
     assert store.sync is not None and store.sync.wait_idle(60)
     assert cache.reloads == 2
     _assert_mirrors_the_table(store, db_path)
+
+
+def test_deletions_are_found_from_row_addresses_when_the_deletion_file_cannot_be_read_directly(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_sync, "_deleted", lambda root, fragment: None)  # as for a bitmap, or object storage
+    store, db_path = _store(make_settings)
+    _foreign(db_path, *_ops(store, "several_at_once"), {"kind": "delete", "where": "scope = 'agent:x'"})
+    _search_once(store)
+    assert store.sync is not None and store.sync.catch_ups == 1 and _cache(store).reloads == 1
+    _assert_mirrors_the_table(store, db_path)
