@@ -28,10 +28,13 @@ def write_locomo(path: Path, *, sessions: int = 8, facts_per_session: int = 12, 
             for turn in range(1, facts_per_session + 1):
                 speaker = PEOPLE[turn % 2]
                 dia_id = f"D{number}:{turn}"
+                # Every text is unique: search results show one entry per text, exact search every copy.
                 if turn % 3 == 0:
-                    turns.append({"speaker": speaker, "dia_id": dia_id, "text": rng.choice(CHATTER)})
+                    text = f"{rng.choice(CHATTER)} (talk {sample}.{number}.{turn})"
+                    turns.append({"speaker": speaker, "dia_id": dia_id, "text": text})
                     continue
                 fact, question = _fact(rng, speaker)
+                fact = f"{fact} (note {sample}.{number}.{turn})"
                 turns.append({"speaker": speaker, "dia_id": dia_id, "text": fact})
                 qa.append({"question": question, "answer": "-", "evidence": [dia_id], "category": 1 + turn % 4})
             conversation[f"session_{number}"] = turns
