@@ -108,8 +108,10 @@ def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
         commit("delete", lambda t=doomed: table.delete(f"id = '{t}'"))
         if not burst_done and time.monotonic() - start >= seconds / 2:
             burst_done = True
+            burst_start = time.time()
             for i in range(BURST):
                 append(probe=i == BURST - 1)  # the burst is recallable when its last row is
+            print(json.dumps({"burst": [burst_start, time.time()]}), flush=True)
         tick += 1
         time.sleep(max(0.0, start + tick * TICK_S - time.monotonic()))  # the plugin's pace, not a sync
     print(json.dumps({"done": counts}), flush=True)
@@ -118,7 +120,10 @@ def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
 
 # --- the load ----------------------------------------------------------------------------------------
 
-async def _recaller(url: str, queries: list[str], stop_at: float, latencies: list[float], errors: list[int]) -> None:
+Timed = list[tuple[float, float]]  # (wall clock when answered, latency in seconds)
+
+
+async def _recaller(url: str, queries: list[str], stop_at: float, latencies: Timed, errors: list[Any]) -> None:
     connection = await RawConnection.open(url)
     try:
         i = 0
@@ -126,21 +131,21 @@ async def _recaller(url: str, queries: list[str], stop_at: float, latencies: lis
             path = f"/api/lancedb/vector-search?{urlencode({'q': queries[i % len(queries)], 'limit': K})}"
             started = time.perf_counter()
             status, body = await connection.request("GET", path)
-            latencies.append(time.perf_counter() - started)
+            latencies.append((time.time(), time.perf_counter() - started))
             _count_error(errors, status, body)
             i += 1
     finally:
         await connection.close()
 
 
-async def _rememberer(url: str, texts: list[str], stop_at: float, latencies: list[float], errors: list[int]) -> None:
+async def _rememberer(url: str, texts: list[str], stop_at: float, latencies: Timed, errors: list[Any]) -> None:
     connection = await RawConnection.open(url)
     try:
         while texts and time.monotonic() < stop_at:
             started = time.perf_counter()
             body = {"text": texts.pop(), "category": "bench"}
             status, answer = await connection.request("POST", "/api/lancedb/memories", body)
-            latencies.append(time.perf_counter() - started)
+            latencies.append((time.time(), time.perf_counter() - started))
             _count_error(errors, status, answer)
     finally:
         await connection.close()
@@ -177,24 +182,31 @@ async def _foreign(db: Path, pool: Path, seconds: float, url: str) -> dict[str, 
     assert process.stdout is not None  # noqa: S101 - PIPE was asked for
     probes: list[asyncio.Task[float | None]] = []
     done: dict[str, int] = {}
+    burst: list[float] = []
+    committed: list[float] = []
     errors: list[str] = []
     while line := await process.stdout.readline():
         event = json.loads(line)
         if event.get("probe"):
             probes.append(asyncio.create_task(_recallable(url, event["id"], event["text"], event["t"])))
+            committed.append(event["t"])
         done = event.get("done", done)
+        burst = event.get("burst", burst)
         errors += [event["error"]] if "error" in event else []
     await process.wait()
     waits = await asyncio.gather(*probes)
-    return {"writes": done, "writer_errors": errors, "recallable_s": [w for w in waits if w is not None],
-            "never_recallable": sum(w is None for w in waits)}
+    slowest = sorted(((w, t) for w, t in zip(waits, committed, strict=True) if w is not None), reverse=True)[:3]
+    return {"writes": done, "burst": burst, "writer_errors": errors,
+            "recallable_s": [w for w in waits if w is not None], "never_recallable": sum(w is None for w in waits),
+            "slowest_recallable": [{"s": round(w, 3), "committed_s_after_burst_start": round(t - burst[0], 3)
+                                    if burst else None} for w, t in slowest]}
 
 
 async def phase(url: str, args: argparse.Namespace, texts: list[str],
                 foreign: tuple[Path, Path] | None) -> dict[str, Any]:
     """One phase of recall and remember load, with the foreign writer when ``foreign`` is given."""
-    recall: list[float] = []
-    remember: list[float] = []
+    recall: Timed = []
+    remember: Timed = []
     recall_errors: list[Any] = [0]
     remember_errors: list[Any] = [0]
     queries = textgen.queries(200)
@@ -207,13 +219,17 @@ async def phase(url: str, args: argparse.Namespace, texts: list[str],
         other: dict[str, Any] = {}
     else:
         *_, other = await asyncio.gather(*loads, _foreign(*foreign, args.seconds, url))
-    out = {"recall": _summary(recall), "remember": _summary(remember),
+    out = {"recall": _summary([t for _, t in recall]), "remember": _summary([t for _, t in remember]),
            "errors": recall_errors[0] + remember_errors[0] + len(other.get("writer_errors", [])) +
            other.get("never_recallable", 0),
            "first_errors": recall_errors[1:] + remember_errors[1:] + other.get("writer_errors", [])[:1]}
     if other:
         out["foreign"] = {**{k: v for k, v in other.items() if k != "recallable_s"},
                           "recallable": _summary(other["recallable_s"], scale=1.0, unit="s")}
+        if other["burst"]:  # what the burst of appends costs, apart from the rest of the phase
+            start, end = other["burst"]
+            for name, calls in (("recall", recall), ("remember", remember)):
+                out[f"{name}_outside_burst"] = _summary([t for done, t in calls if done < start or done - t > end])
     return out
 
 
@@ -261,10 +277,14 @@ def report(payload: dict[str, Any]) -> None:
         for op in ("recall", "remember"):
             rows += [row(f"{op} p50 ms ({name})", lambda s, n=name, o=op: s[n][o]["p50_ms"]),
                      row(f"{op} p99 ms ({name})", lambda s, n=name, o=op: s[n][o]["p99_ms"])]
+    rows += [row(f"{op} p99 ms (shared, outside the burst)",
+                 lambda s, o=op: s["shared"][f"{o}_outside_burst"]["p99_ms"]) for op in ("recall", "remember")]
     rows += [row(f"{op} {q} shared / quiet", lambda s, k=f"{op}_{q}": s["ratios"][k])
              for op in ("recall", "remember") for q in ("p50", "p99")]
     rows += [row("foreign row recallable p50 s", lambda s: s["shared"]["foreign"]["recallable"]["p50_s"]),
              row("foreign row recallable p99 s", lambda s: s["shared"]["foreign"]["recallable"]["p99_s"]),
+             row("burst of appends s", lambda s: round(s["shared"]["foreign"]["burst"][1]
+                                                      - s["shared"]["foreign"]["burst"][0], 2)),
              row("foreign appends / updates / deletes", lambda s: "/".join(
                  str(s["shared"]["foreign"]["writes"].get(k, 0)) for k in ("append", "update", "delete"))),
              row("recalls (quiet / shared)", lambda s: _pair(s, "recall", "n")),
