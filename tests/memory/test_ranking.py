@@ -5,9 +5,24 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_scores, keyword_query, rerank, tokenize
+from app.memory.ranking import (
+    POOL,
+    Candidate,
+    RankingOptions,
+    bm25_scores,
+    keyword_query,
+    language,
+    language_gate,
+    rerank,
+    stem,
+    terms,
+    tokenize,
+)
 from app.memory.service import MemoryService
 from tests.conftest import SettingsFactory
 
@@ -16,9 +31,9 @@ def _ids(ranked: list[tuple[Candidate, float]]) -> list[str]:
     return [c.id for c, _ in ranked]
 
 
-def test_default_options_keep_the_cosine_order() -> None:
+def test_a_zero_lexical_weight_keeps_the_cosine_order() -> None:
     candidates = [Candidate("a", "alpha", 0.9), Candidate("b", "beta", 0.8), Candidate("c", "alpha beta", 0.7)]
-    assert RankingOptions().is_identity
+    assert RankingOptions().lexical_weight == 0
     assert _ids(rerank("alpha beta", candidates, RankingOptions())) == ["a", "b", "c"]
 
 
@@ -47,11 +62,77 @@ def test_chinese_runs_are_tokenized_as_bigrams_so_keyword_scores_find_substrings
     assert scores[0] > 0 and scores[1] == 0
 
 
-def test_recency_weight_prefers_the_newer_of_two_equally_similar_memories() -> None:
-    day = 86_400_000
-    candidates = [Candidate("old", "x", 0.5, timestamp_ms=0), Candidate("new", "y", 0.5, timestamp_ms=60 * day)]
-    ranked = rerank("q", candidates, RankingOptions(recency_weight=0.05), now_ms=60 * day)
-    assert _ids(ranked) == ["new", "old"]
+def test_english_inflections_share_a_stem_so_a_question_finds_the_statement() -> None:
+    assert {stem(w) for w in ("research", "researching", "researched", "researches")} == {"research"}
+    assert stem("stories") == stem("story") and stem("running") == stem("runs") == "run"
+    assert stem("loved") == stem("loving") == stem("love") and stem("glass") == "glass"
+    assert terms("What did Caroline research?") == ["carolin", "research"]  # stems, not words
+    assert terms("毫秒 TASK-00012") == ["毫秒", "task", "00012"]  # CJK bigrams and identifiers as they are
+    scores = bm25_scores("What did Caroline research?", ["Caroline: Researching adoption agencies", "unrelated"])
+    assert scores[0] > 0 and scores[1] == 0
+
+
+def test_bm25_does_not_penalise_a_long_memory_for_its_length_by_default() -> None:
+    short, long = "deploy notes", "deploy notes " + " ".join(f"filler{i}" for i in range(40))
+    default = bm25_scores("deploy", [short, long])
+    assert default[0] == default[1]
+    normalised = bm25_scores("deploy", [short, long], b=0.75)
+    assert normalised[0] > normalised[1]
+
+
+def test_language_tells_english_simplified_and_traditional_chinese_apart() -> None:
+    assert language("the cache layer failed after the deploy") == "latin"
+    assert language("数据库连接池大小设为 20，再大就会触发告警") == "hans"
+    assert language("資料庫連線池大小是多少") == "hant"
+    assert language("环境变量 WORKER_CONCURRENCY 控制后台任务的并发数") == "hans"  # identifiers inside
+    assert language("the 毫秒 field holds milliseconds") == "latin"  # one Chinese word in English
+    assert language("中文") == "zh"  # no character that tells the two scripts apart
+    assert language("キャッシュを再起動した") == "ja" and language("캐시를 다시 시작했다") == "ko"
+    assert language("Кэш перезапущен") == "cyrillic" and language("12:30 -> 42") == ""
+
+
+LOG_DISK = "事故：数据库服务器磁盘写满后变成只读，原因是慢查询日志没有轮转。"
+
+
+def test_a_memory_in_another_language_is_credited_the_same_language_bonus_at_its_cosine_rank() -> None:
+    query = "日志服务器的磁盘为什么满了？"  # Simplified Chinese; the answer is an English note
+    candidates = [Candidate("answer", "The log server's disk filled up because rotation only looked at size.", 0.55),
+                  Candidate("shares-words", LOG_DISK, 0.50),
+                  Candidate("other", "Deploys are frozen after 15:00 on Fridays.", 0.30)]
+    ungated = rerank(query, candidates, RankingOptions(lexical_weight=0.7, language_gate=False))
+    assert _ids(ungated)[0] == "shares-words"  # the failure the gate removes
+    gated = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
+    assert _ids(gated) == ["answer", "shares-words", "other"]
+    assert dict((c.id, s) for c, s in gated)["answer"] == pytest.approx(0.55 + 0.7)
+
+
+def test_simplified_and_traditional_chinese_are_gated_as_two_languages() -> None:
+    query = "資料庫連線池大小是多少？"  # Traditional; the answer is written in Simplified characters
+    candidates = [Candidate("answer", "数据库连接池设为 20 个，再多就会触发告警。", 0.60),
+                  Candidate("shares-words", "資料庫備份每天凌晨三點執行，每週一再做一次還原演練。", 0.50)]
+    assert _ids(rerank(query, candidates, RankingOptions(lexical_weight=0.7, language_gate=False)))[0] == "shares-words"
+    assert _ids(rerank(query, candidates, RankingOptions(lexical_weight=0.7)))[0] == "answer"
+
+
+def test_a_query_naming_an_identifier_keeps_its_lexical_bonus_in_every_language() -> None:
+    candidates = [Candidate("closer", "TASK-00112：登入頁面的驗證碼在深色模式下看不清楚。", 0.60),
+                  Candidate("answer", "TASK-00047: the CSV export truncates customer names.", 0.50)]
+    assert _ids(rerank("TASK-00047", candidates, RankingOptions(lexical_weight=0.7)))[0] == "answer"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["deploy notes", "部署腳本", "部署脚本", "Кэш"]),
+                          st.floats(-1, 1), st.floats(0, 1)), min_size=1, max_size=12),
+       st.sampled_from(["deploy", "部署在哪", "部署在哪裡", "кэш"]))
+def test_the_gate_only_raises_bonuses_of_other_languages(rows: list[tuple[str, float, float]], query: str) -> None:
+    texts = [text for text, _, _ in rows]
+    cosines = np.array([cos for _, cos, _ in rows])
+    bonus = np.array([b for _, _, b in rows])
+    gated = language_gate(query, texts, cosines, bonus)
+    assert np.all(gated >= bonus)
+    mine = language(query)
+    for text, before, after in zip(texts, bonus, gated, strict=True):
+        if language(text) == mine:
+            assert after == before
 
 
 def test_the_keyword_query_keeps_content_words_once_and_drops_stop_words() -> None:
@@ -91,7 +172,8 @@ async def test_hybrid_recall_puts_an_exact_identifier_first_that_the_vector_rank
         hits = (await service.recall(query, top_k=3)).hits
     assert hits[0].id == target
     cosine = {row["id"]: row["score"] for row in vector}
-    assert [hit.score for hit in hits] == pytest.approx([cosine[hit.id] for hit in hits], abs=1e-5)
+    assert [hit.similarity for hit in hits] == pytest.approx([cosine[hit.id] for hit in hits], abs=1e-5)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
 async def test_a_keyword_only_candidate_beyond_the_vector_pool_is_found_with_its_cosine(
@@ -106,7 +188,7 @@ async def test_a_keyword_only_candidate_beyond_the_vector_pool_is_found_with_its
         assert target not in {row["id"] for row in vector[:POOL]}  # only the keyword pool can bring it
         hits = (await service.recall(query, top_k=5)).hits
     assert hits[0].id == target
-    assert hits[0].score == pytest.approx(next(r["score"] for r in vector if r["id"] == target), abs=1e-5)
+    assert hits[0].similarity == pytest.approx(next(r["score"] for r in vector if r["id"] == target), abs=1e-5)
 
 
 async def test_above_the_keyword_pool_row_limit_only_the_vector_pool_is_reranked(
