@@ -43,23 +43,38 @@ def _service_summary(run: ModelRun, conversations: Sequence[Conversation],
     return summarise(judged)
 
 
-def exact_agreement(run: ModelRun, k: int = 10) -> dict[str, float]:
+def _distinct_top(scores: np.ndarray, texts: Sequence[str], k: int) -> list[int]:
+    """Exact top-``k`` with identical texts kept once, as the service's result lists keep them."""
+    seen: set[str] = set()
+    out: list[int] = []
+    for j in top_k(scores, len(scores)):
+        if texts[j] not in seen:
+            seen.add(texts[j])
+            out.append(int(j))
+            if len(out) == k:
+                break
+    return out
+
+
+def exact_agreement(run: ModelRun, conversations: Sequence[Conversation], k: int = 10) -> dict[str, float]:
     """How closely the service's pure-vector top-k (lexical weight 0) matches numpy's exact top-k
-    over the very same vectors (the hybrid order differs from it by design).
+    over the very same vectors, identical texts counted once on both sides (the hybrid order
+    differs from it by design).
 
     ``overlap`` is the plain set overlap; ``tie_aware`` also accepts a result whose exact score equals
     the k-th exact score within 1e-5 (float32 ties at the cut-off may legitimately swap).
     """
     overlaps, tie_aware, score_err = [], [], []
-    for crun in run.conversations:
+    for crun, conv in zip(run.conversations, conversations, strict=True):
+        texts = [t.memory_text for t in conv.turns]
         position = {dia: j for j, dia in enumerate(crun.dia_ids)}
         for qi, ranked in enumerate(crun.vector_ranked):
             scores = crun.doc_vectors @ crun.query_vectors[qi]
-            exact_idx = top_k(scores, k)
+            exact_idx = _distinct_top(scores, texts, k)
             exact_ids = [crun.dia_ids[j] for j in exact_idx]
             overlaps.append(overlap_at_k(ranked, exact_ids, k))
             cut = scores[exact_idx[-1]] - 1e-5
-            tie_aware.append(sum(scores[position[d]] >= cut for d in ranked[:k] if d in position) / min(k, len(scores)))
+            tie_aware.append(sum(scores[position[d]] >= cut for d in ranked[:k] if d in position) / len(exact_idx))
             service_scores = crun.vector_scores[qi][: len(ranked)]
             errs = [abs(s - scores[position[d]]) for d, s in zip(ranked, service_scores, strict=True) if d in position]
             score_err.append(max(errs, default=0.0))
@@ -103,8 +118,6 @@ def experiments(scopes: list[lab.Scope], models: Sequence[str]) -> list[dict[str
             w = lab.tune(make, scopes)
             pool = f"vector top-{lab.POOL} + keyword top-{lab.POOL}"
             add(f"rerank-union:{m}+bm25", make(w), lexical_weight=w, pool=pool, sweep=lab.sweep(make, scopes))
-        r = lab.tune(lambda x, m=m: lab.pool_rerank(m, RankingOptions(recency_weight=x)), scopes, lab.RECENCY_WEIGHTS)
-        add(f"recency:{m}", lab.pool_rerank(m, RankingOptions(recency_weight=r)), recency_weight=r, half_life_days=30)
     if len(models) >= 2:
         add(f"ensemble:{'+'.join(models)}", lab.ensemble(models))
         w = lab.tune(lambda x: lab.ensemble(models, x), scopes, lab.Z_WEIGHTS)
@@ -178,7 +191,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "quality": _service_summary(run, conversations),
             "quality_pure_vector": _service_summary(run, conversations, pure_vector=True),
             "timing": run.timing(),
-            "exact_agreement": exact_agreement(run),
+            "exact_agreement": exact_agreement(run, conversations),
             "wall_s": round(time.perf_counter() - start, 2),
         }
         print(f"{model}: done in {time.perf_counter() - start:.1f} s", flush=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.memory.ranking import POOL, Candidate, RankingOptions, fuse, rerank
+from app.memory.ranking import POOL, Candidate, RankingOptions, lexical_bonus, rerank
 from bench.bm25 import BM25
 from bench.exact import top_k
 from bench.locomo_data import Conversation
@@ -22,7 +22,6 @@ K = 10
 RRF_K = 60
 WEIGHTS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 Z_WEIGHTS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.5)  # the ensemble fuses z-scores, whose spread is ~5x a cosine's
-RECENCY_WEIGHTS = (0.01, 0.02, 0.05, 0.1)
 
 
 @dataclass
@@ -91,7 +90,7 @@ def rrf(model: str) -> Method:
 
 def hybrid(model: str, weight: float) -> Method:
     """cosine + weight * bm25/max over the whole scope."""
-    return lambda s, i: top_k(fuse(_cos(s, model, i), s.bm25[i], weight), K)
+    return lambda s, i: top_k(_cos(s, model, i) + lexical_bonus(s.bm25[i], weight), K)
 
 
 def pool_rerank(model: str, options: RankingOptions, pool: int = POOL) -> Method:
@@ -101,9 +100,8 @@ def pool_rerank(model: str, options: RankingOptions, pool: int = POOL) -> Method
         scores = _cos(s, model, i)
         idx = top_k(scores, pool)
         turns = s.conversation.turns
-        candidates = [Candidate(str(j), turns[j].memory_text, float(scores[j]), turns[j].timestamp_ms) for j in idx]
-        now = max(t.timestamp_ms for t in turns)
-        ranked = rerank(s.conversation.questions[i].question, candidates, options, now_ms=now)
+        candidates = [Candidate(str(j), turns[j].memory_text, float(scores[j])) for j in idx]
+        ranked = rerank(s.conversation.questions[i].question, candidates, options)
         return np.array([int(c.id) for c, _ in ranked[:K]], dtype=np.int64)
 
     return method
@@ -128,7 +126,7 @@ def ensemble(models: Sequence[str], lexical_weight: float = 0.0) -> Method:
 
     def method(s: Scope, i: int) -> np.ndarray:
         fused = sum(_z(_cos(s, m, i)) for m in models) / len(models)
-        return top_k(fuse(np.asarray(fused), s.bm25[i], lexical_weight), K)
+        return top_k(np.asarray(fused) + lexical_bonus(s.bm25[i], lexical_weight), K)
 
     return method
 

