@@ -21,6 +21,8 @@ COLUMN_TITLES: dict[str, str] = {
     "blocked": "Blocked",
 }
 MAX_STEPS = 4
+#: A task that went back to In Progress this often is stuck; the cap also keeps the count inside SQLite's int64.
+MAX_RETRY_COUNT = 1_000_000
 
 JobStatus = Literal["running", "succeeded", "failed", "timed_out", "abandoned"]
 
@@ -106,10 +108,10 @@ class TaskPatch(BaseModel):
     description: str | None = None
     assignee: str | None = None
     steps: list[str] | None = None
-    current_step: int | None = None
+    current_step: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     priority: str | None = None
     tags: list[str] | None = None
-    retry_count: int | None = Field(default=None, ge=0)
+    retry_count: int | None = Field(default=None, ge=0, le=MAX_RETRY_COUNT)
 
 
 class ImportReport(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.errors import InvalidInput
+from app.errors import Conflict, InvalidInput
 from app.kanban.errors import InvalidStatus, InvalidTaskId
 from app.kanban.models import MAX_STEPS, STATUSES
 
@@ -82,11 +82,18 @@ def check_steps(steps: list[str] | None) -> list[str]:
     return values
 
 
+class StepOutOfRange(Conflict, InvalidInput):
+    """A current_step the task's steps do not have: REST answers 409, since which steps exist is task state."""
+
+    code = "step_out_of_range"
+
+
 def check_current_step(current_step: int | None, steps: list[str]) -> int | None:
+    """Raises: StepOutOfRange: there is no such step."""
     if current_step is None:
         return 1 if steps else None
     if not steps or not 1 <= current_step <= len(steps):
-        raise InvalidInput(f"current_step must be between 1 and the number of steps ({len(steps)})")
+        raise StepOutOfRange(f"current_step must be between 1 and the number of steps ({len(steps)})")
     return current_step
 
 

@@ -12,6 +12,8 @@ from app.settings import Settings
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Short ids, full UUIDs and memory-lancedb-pro's ``manual-<ms>-<n>`` ids all fit.
 MEMORY_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+#: Deepest page offset: far past any real table, and well inside the int64 the store's scan takes.
+MAX_OFFSET = 1_000_000_000
 
 
 def _encodable(value: str) -> bool:
@@ -96,8 +98,8 @@ def check_limit(value: int, name: str, maximum: int = 100, minimum: int = 1) -> 
 
 
 def check_offset(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput("offset must be a non-negative integer", code="invalid_limit")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
+        raise InvalidInput(f"offset must be an integer in 0..{MAX_OFFSET}", code="invalid_limit")
     return value
 
 
