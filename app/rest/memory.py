@@ -4,20 +4,39 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.memory.models import DuplicateMatch, Memory, MemoryHit, Stats
-from app.memory.validation import split_category
+from app.memory.validation import MAX_OFFSET, split_category
 from app.rest.deps import MemoryServiceDep
+from app.rest.patterns import FILTER_VALUE_PATTERN, MEMORY_ID_PATTERN, MEMORY_TEXT_PATTERN, SCOPE_PATTERN
+from app.rest.schema import CATEGORY_MARK, MAX_QUERY_CHARS, TEXT_LIMIT_MARK, errors
 
 router = APIRouter(prefix="/api/lancedb", tags=["memory"])
 
 SEARCH_MODE_HEADER = "X-Search-Mode"
+# Patterns are documented, not enforced here: the service's checks refuse with their own codes and messages.
+# The text limit and the tag pattern come from settings; the schema builder fills them in.
+_TEXT_SCHEMA = {"pattern": MEMORY_TEXT_PATTERN, TEXT_LIMIT_MARK: True}
+_SCOPE_SCHEMA = {"pattern": SCOPE_PATTERN}
+_SCOPE_HELP = "global, or agent:/project:/user:/custom: and a name (letters, digits, _ . @ / -)"
+# Query strings share the request head with everything else (see MAX_QUERY_CHARS): each value is capped.
+MAX_SCOPE_CHARS = 256
+MAX_FILTER_CHARS = 1000
 Limit = Annotated[int, Query(ge=1, le=100)]
 PageLimit = Annotated[int, Query(ge=1, le=200)]
-Offset = Annotated[int, Query(ge=0)]
-Text = Annotated[str, Query(min_length=1)]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+Text = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, json_schema_extra=_TEXT_SCHEMA)]
+ScopeFilter = Annotated[
+    str | None, Query(max_length=MAX_SCOPE_CHARS, description=_SCOPE_HELP, json_schema_extra=_SCOPE_SCHEMA)
+]
+CategoryFilter = Annotated[
+    str | None,
+    Query(max_length=MAX_FILTER_CHARS, description="One tag, or the whole category when it holds commas.",
+          json_schema_extra={"pattern": FILTER_VALUE_PATTERN}),
+]
+MemoryId = Annotated[str, Path(json_schema_extra={"pattern": MEMORY_ID_PATTERN})]
 
 
 class SearchHit(BaseModel):
@@ -48,22 +67,33 @@ class SearchHit(BaseModel):
                    duplicate_ids=hit.duplicate_ids)
 
 
-class MemoryCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+TextField = Annotated[str, Field(min_length=1, json_schema_extra=_TEXT_SCHEMA)]
+ScopeField = Annotated[
+    str,
+    Field(max_length=MAX_SCOPE_CHARS, description=f"{_SCOPE_HELP}; default global", json_schema_extra=_SCOPE_SCHEMA),
+]
+Category = Annotated[
+    str, Field(description="Tags joined by commas; blank parts are dropped.", json_schema_extra={CATEGORY_MARK: True})
+]
+Importance = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
-    text: str = Field(min_length=1)
-    scope: str | None = Field(default=None, description="global (default), agent:<name>, project:/user:/custom:")
-    category: str | None = Field(default=None, description="Tags joined by commas.")
-    importance: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+
+class MemoryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: TextField
+    scope: ScopeField | None = None
+    category: Category | None = None
+    importance: Importance | None = None
 
 
 class MemoryPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str | None = Field(default=None, min_length=1)
-    scope: str | None = None
-    category: str | None = None
-    importance: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    text: TextField | None = None
+    scope: ScopeField | None = None
+    category: Category | None = None
+    importance: Importance | None = None
 
 
 class Created(BaseModel):
@@ -81,8 +111,8 @@ def _caller(request: Request) -> str | None:
     return getattr(request.state, "agent", None)
 
 
-@router.get("/vector-search", response_model=list[SearchHit])
-async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: str | None = None,
+@router.get("/vector-search", response_model=list[SearchHit], responses=errors(422))
+async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: ScopeFilter = None,
                         limit: Limit = 5) -> list[SearchHit]:
     """Search by meaning, best ``score`` first, each hit with its cosine ``similarity`` and the ``duplicate_ids``
     of identical texts it stands for; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
@@ -91,26 +121,26 @@ async def vector_search(service: MemoryServiceDep, response: Response, q: Text, 
     return [SearchHit.of(hit) for hit in result.hits]
 
 
-@router.get("/search", response_model=list[SearchHit])
-async def keyword_search(service: MemoryServiceDep, q: Text, scope: str | None = None,
+@router.get("/search", response_model=list[SearchHit], responses=errors(422))
+async def keyword_search(service: MemoryServiceDep, q: Text, scope: ScopeFilter = None,
                          limit: Limit = 20) -> list[SearchHit]:
     """Keyword (substring) search: finds Chinese words and exact identifiers; ``score`` is the share of terms found."""
     return [SearchHit.of(hit) for hit in await service.keyword_search(q, scope=scope, limit=limit)]
 
 
-@router.get("/memories", response_model=list[Memory])
-async def list_memories(service: MemoryServiceDep, scope: str | None = None, category: str | None = None,
+@router.get("/memories", response_model=list[Memory], responses=errors(422))
+async def list_memories(service: MemoryServiceDep, scope: ScopeFilter = None, category: CategoryFilter = None,
                         limit: PageLimit = 30, offset: Offset = 0) -> list[Memory]:
     """Memories newest first, paginated."""
     return await service.list_memories(scope=scope, category=category, limit=limit, offset=offset)
 
 
-@router.get("/memories/{memory_id}", response_model=Memory)
-async def get_memory(service: MemoryServiceDep, memory_id: str) -> Memory:
+@router.get("/memories/{memory_id}", response_model=Memory, responses=errors(404, 422))
+async def get_memory(service: MemoryServiceDep, memory_id: MemoryId) -> Memory:
     return await service.get(memory_id)
 
 
-@router.post("/memories", response_model=Created)
+@router.post("/memories", response_model=Created, responses=errors(403, 422, 503))
 async def create_memory(service: MemoryServiceDep, request: Request, body: MemoryCreate) -> Created:
     """Embed and store a memory; a near-duplicate is reported in ``duplicate`` but still stored."""
     result = await service.create(body.text, scope=body.scope, category=body.category,
@@ -118,15 +148,16 @@ async def create_memory(service: MemoryServiceDep, request: Request, body: Memor
     return Created(id=result.memory_id, duplicate=result.duplicate)
 
 
-@router.patch("/memories/{memory_id}", response_model=Memory)
-async def update_memory(service: MemoryServiceDep, request: Request, memory_id: str, body: MemoryPatch) -> Memory:
+@router.patch("/memories/{memory_id}", response_model=Memory, responses=errors(403, 404, 422, 503))
+async def update_memory(service: MemoryServiceDep, request: Request, memory_id: MemoryId,
+                        body: MemoryPatch) -> Memory:
     """Change text (re-embeds), scope, category or importance (the vector is kept)."""
     return await service.update(memory_id, text=body.text, tags=split_category(body.category),
                                 importance=body.importance, scope=body.scope, caller=_caller(request))
 
 
-@router.delete("/memories/{memory_id}", response_model=Deleted)
-async def delete_memory(service: MemoryServiceDep, request: Request, memory_id: str) -> Deleted:
+@router.delete("/memories/{memory_id}", response_model=Deleted, responses=errors(403, 404, 422, 503))
+async def delete_memory(service: MemoryServiceDep, request: Request, memory_id: MemoryId) -> Deleted:
     await service.forget(memory_id, caller=_caller(request))
     return Deleted()
 
