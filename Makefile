@@ -42,7 +42,7 @@ lint: $(TOOLS) ## ruff only
 	$(BIN)/ruff check app tests bench
 
 bench: $(TOOLS) ## retrieval-quality and speed benchmarks (prints tables, writes bench/results/*.json)
-	$(BIN)/python -m bench.locomo
+	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.speed
 
 clean: ## remove the virtualenv and caches
