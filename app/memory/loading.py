@@ -8,6 +8,9 @@ vector cache is (about a second at 100k rows; docs/performance.md, 'Start-up').
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -62,6 +65,44 @@ def dimension_known(embedder: Embedder) -> bool:
 
 def store_classes() -> tuple[type[Store], type[Writer]]:
     """``Store`` and ``Writer``, imported on first use: they import LanceDB, about two seconds."""
+    defer_package_init(NAMESPACE_CLIENT)
     from app.memory.store import Store, Writer
 
     return Store, Writer
+
+
+#: The generated client of LanceDB's REST namespace. ``import lancedb`` needs only its ``models``, but
+#: importing those runs the package's ``__init__``, which also imports every API module: most of the
+#: import's time (pydantic checks each API method's signature) for a client only a remote namespace uses
+#: (docs/performance.md, 'Start-up').
+NAMESPACE_CLIENT = "lance_namespace_urllib3_client"
+
+
+def defer_package_init(name: str) -> None:
+    """Put package ``name`` in ``sys.modules`` with its ``__init__`` not yet run, to run on first use.
+
+    The module is the real one, found as ``import`` finds it, with its real ``__path__``: its submodules
+    import as usual (LanceDB's ``from <name>.models import ...`` loads the models alone), also when looked
+    up as attributes (``from <name> import rest`` inside the package). Any other name looked up on the
+    package runs its ``__init__`` in place, so whoever uses the package gets all of it. A no-op when the
+    package is imported already or not installed.
+    """
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+    lock = threading.Lock()
+
+    def run_init_on_first_use(attribute: str) -> object:
+        if not attribute.startswith("__") and importlib.util.find_spec(f"{name}.{attribute}") is not None:
+            return importlib.import_module(f"{name}.{attribute}")  # a submodule: itself, as import would
+        with lock:
+            if module.__dict__.pop("__getattr__", None) is not None:
+                loader.exec_module(module)
+        return getattr(module, attribute)
+
+    module.__getattr__ = run_init_on_first_use  # type: ignore[method-assign]
+    sys.modules[name] = module

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -61,3 +65,39 @@ async def test_searches_use_lancedb_until_the_cache_loads_in_the_background_then
         searched = service.store.batcher.searches if service.store.batcher else -1
         assert await _recalled_ids(service) == expected
         assert service.store.batcher is not None and service.store.batcher.searches > searched  # the cache answered
+
+
+# In a fresh interpreter: this one imported LanceDB long ago.
+LAZY_CLIENT_CHECK = textwrap.dedent("""
+    import sys
+    from app.memory.loading import NAMESPACE_CLIENT, store_classes
+
+    store_classes()
+    import lancedb
+
+    api = NAMESPACE_CLIENT + ".api.metadata_api"
+    assert api not in sys.modules, "the REST client's API modules were imported"
+    table = lancedb.connect(sys.argv[1]).create_table("t", [{"vector": [0.6, 0.8], "n": 1}])
+    assert table.search([0.6, 0.8]).limit(1).to_list()[0]["n"] == 1
+    assert api not in sys.modules
+    import lance_namespace_urllib3_client as client
+    if sys.argv[2] == "submodule first":
+        from lance_namespace_urllib3_client.api.metadata_api import MetadataApi
+        assert client.MetadataApi is MetadataApi and client.ApiClient.__name__ == "ApiClient"
+    else:
+        assert client.ApiClient.__name__ == "ApiClient"
+        from lance_namespace_urllib3_client.api.metadata_api import MetadataApi
+        assert client.MetadataApi is MetadataApi
+    import lancedb.namespace
+    print("whole client on first use")
+""")
+
+
+@pytest.mark.parametrize("order", ["submodule first", "name first"])
+def test_lancedb_imports_without_the_rest_client_apis_and_the_client_is_whole_on_first_use(
+        tmp_path: Path, order: str) -> None:
+    result = subprocess.run([sys.executable, "-c", LAZY_CLIENT_CHECK, str(tmp_path / "db"), order],
+                            capture_output=True, text=True, timeout=120, check=False,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "whole client on first use"
