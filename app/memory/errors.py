@@ -37,3 +37,9 @@ class EmbeddingModelMismatch(Conflict):
 
 class StoreBusy(Busy):
     code = "store_busy"
+
+
+class AlreadySuperseded(Conflict):
+    """A memory that another one already replaced: supersede the newer one instead (no forks)."""
+
+    code = "already_superseded"

@@ -17,6 +17,8 @@ from app.memory.rows import to_hit
 MAX_ROWS = 1000
 
 Fetch = Callable[[int], Awaitable[list[dict[str, Any]]]]
+#: Turns a fetched batch of hits into the ones the list may show (e.g. ``supersede.current``).
+Refine = Callable[[list[MemoryHit]], Awaitable[list[MemoryHit]]]
 
 
 def collapse(hits: list[MemoryHit]) -> list[MemoryHit]:
@@ -34,13 +36,15 @@ def collapse(hits: list[MemoryHit]) -> list[MemoryHit]:
     return kept
 
 
-async def best_distinct(fetch: Fetch, top_k: int) -> list[MemoryHit]:
+async def best_distinct(fetch: Fetch, top_k: int, refine: Refine | None = None) -> list[MemoryHit]:
     """The first ``top_k`` distinct hits of ``fetch(limit)`` (rows best first, ``score`` and optional
-    ``similarity`` set), asking for more rows only while copies leave the list short."""
+    ``similarity`` set) that ``refine`` keeps, asking for more rows only while copies or hits it dropped
+    leave the list short."""
     limit = top_k
     while True:
         rows = await fetch(limit)
-        hits = collapse([to_hit(row) for row in rows])
+        hits = [to_hit(row) for row in rows]
+        hits = collapse(await refine(hits) if refine is not None else hits)
         if len(hits) >= top_k or len(rows) < limit or limit >= MAX_ROWS:
             return hits[:top_k]
         limit = min(limit * 4, MAX_ROWS)

@@ -19,6 +19,12 @@ class Memory(BaseModel):
     timestamp: int = Field(description="Creation time, milliseconds since the Unix epoch.")
     agent: str | None = Field(default=None, description="Agent that wrote it, when known.")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    supersedes: str | None = Field(default=None, description="Id of the older memory this one replaces.")
+    superseded_by: str | None = Field(
+        default=None,
+        description="Id of the memory that replaced this one (recall hides it unless include_superseded); null "
+        "when it is current, including when its replacement was deleted.",
+    )
 
 
 class MemoryHit(Memory):
@@ -41,9 +47,13 @@ class MemoryHit(Memory):
     )
 
 
+HINT_HELP = "Set when a near-duplicate says something else: how to mark it as replaced instead."
+
+
 class DuplicateMatch(BaseModel):
     memory_id: str
     score: float
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 class RememberResult(BaseModel):
@@ -62,6 +72,7 @@ class DuplicateCheck(BaseModel):
     is_duplicate: bool
     threshold: float
     similar: list[SimilarMemory]
+    hint: str | None = Field(default=None, description=HINT_HELP)
 
 
 SearchMode = Literal["vector", "keyword_fallback"]

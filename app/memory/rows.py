@@ -22,12 +22,19 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: Metadata keys of a supersede link (``supersede.py``); metadata, because the columns are memory-lancedb-pro's.
+SUPERSEDES = "supersedes"
+SUPERSEDED_BY = "superseded_by"
+
+
 def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importance: float,
-            agent: str | None, embedding_model: str) -> dict[str, Any]:
+            agent: str | None, embedding_model: str, supersedes: str | None = None) -> dict[str, Any]:
     """A fresh row with an 8-character id and a millisecond timestamp."""
     timestamp = now_ms()
     metadata = {"created": iso(timestamp), "tags": tags, "agent": agent, "embedding_model": embedding_model,
                 "source": "memory-mcp"}
+    if supersedes is not None:
+        metadata[SUPERSEDES] = supersedes
     return {
         "id": new_id(),
         "text": text,
@@ -48,6 +55,12 @@ def tags_of(row: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
     return [str(t) for t in listed] if isinstance(listed, list) else []
 
 
+def link(metadata: dict[str, Any], key: str) -> str | None:
+    """A supersede link from metadata; anything but a non-empty string (a foreign writer's value) is no link."""
+    value = metadata.get(key)
+    return value if isinstance(value, str) and value else None
+
+
 def _fields(row: dict[str, Any]) -> dict[str, Any]:
     """A model's fields from a row; tolerant of legacy rows (float timestamps, nulls, foreign metadata)."""
     metadata = parse_metadata(row.get("metadata"))
@@ -64,6 +77,8 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
         "timestamp": int(row.get("timestamp") or 0),
         "agent": str(agent) if isinstance(agent, str) and agent else agent_of(scope),
         "metadata": metadata,
+        "supersedes": link(metadata, SUPERSEDES),
+        "superseded_by": link(metadata, SUPERSEDED_BY),
     }
 
 

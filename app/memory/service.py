@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.errors import InvalidInput
-from app.memory import hit_list, hybrid, keyword
+from app.memory import hit_list, hybrid, keyword, supersede
 from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
@@ -137,13 +137,14 @@ class MemoryService:
     # --- writes --------------------------------------------------------------------------------
 
     async def remember(self, content: str, tags: list[str] | None = None, agent: str | None = None,
-                       importance: float = 0.7, *, scope: str | None = None,
-                       caller: str | None = None) -> RememberResult:
-        """Embed and store a memory; a near-duplicate is reported, never blocked.
+                       importance: float = 0.7, *, scope: str | None = None, caller: str | None = None,
+                       supersedes: str | None = None) -> RememberResult:
+        """Embed and store a memory; a near-duplicate is reported, never blocked; ``supersedes``: see ``supersede``.
 
         Raises:
-            InvalidInput: bad text, tags, importance or scope.
-            ScopeForbidden: ``caller`` may not write that scope.
+            InvalidInput: bad text, tags, importance, scope or ``supersedes`` id.
+            ScopeForbidden: ``caller`` may not write that scope, or the replaced memory's.
+            MemoryNotFound, AlreadySuperseded: about the memory ``supersedes`` names; nothing was written.
             EmbeddingError: the embedder failed; nothing was written.
             StoreBusy: the write queue is full.
         """
@@ -152,8 +153,10 @@ class MemoryService:
         weight = check_importance(importance)
         target = self._target_scope(scope, agent, caller)
         self._authorize(target, caller)
+        if supersedes is not None:  # the same authorization as an update of the old memory
+            self._authorize(supersede.check_replaceable(await self.get(supersedes)).scope, caller)
         with self._admitted():
-            return await self._store_new(text, clean_tags, weight, target, agent, caller)
+            return await self._store_new(text, clean_tags, weight, target, agent, caller, supersedes)
 
     @contextmanager
     def _admitted(self) -> Iterator[None]:
@@ -171,15 +174,17 @@ class MemoryService:
             self._in_flight -= 1
 
     async def _store_new(self, text: str, clean_tags: list[str], weight: float, target: str,
-                         agent: str | None, caller: str | None) -> RememberResult:
+                         agent: str | None, caller: str | None, replaces: str | None) -> RememberResult:
         vector = await self.embedding.document(text)
         author = _agent_name(agent, caller, target)
-        row = new_row(text, vector, target, clean_tags, weight, author, self.embedder.model)
+        row = new_row(text, vector, target, clean_tags, weight, author, self.embedder.model, replaces)
         # The duplicate check runs while the row waits for its commit (it only informs the caller),
         # so a write's latency is the longer of the two, not their sum; the new row is excluded.
-        check = asyncio.ensure_future(self._nearest_duplicate(vector, target, exclude=row["id"]))
+        check = asyncio.ensure_future(self._nearest_duplicate(vector, target, row["id"], text, replaces))
         try:
             [memory_id] = await self.writer.add([row])
+            if replaces is not None:  # second, after the new row: see ``supersede`` for what a crash leaves
+                await supersede.mark_replaced(self.store, self.writer.update, replaces, memory_id)
         except BaseException:
             check.cancel()
             raise
@@ -195,10 +200,11 @@ class MemoryService:
             return None
 
     async def create(self, text: str, scope: str | None = None, category: str | None = None,
-                     importance: float | None = None, *, caller: str | None = None) -> RememberResult:
+                     importance: float | None = None, *, caller: str | None = None,
+                     supersedes: str | None = None) -> RememberResult:
         """The REST form of ``remember``: ``category`` is the tags joined by commas."""
         return await self.remember(text, split_category(category), None, 0.7 if importance is None else importance,
-                                   scope=scope, caller=caller)
+                                   scope=scope, caller=caller, supersedes=supersedes)
 
     async def update(self, memory_id: str, *, text: str | None = None, tags: list[str] | None = None,
                      importance: float | None = None, scope: str | None = None,
@@ -246,18 +252,19 @@ class MemoryService:
 
     # --- reads ---------------------------------------------------------------------------------
 
-    async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None,
-                     *, scope: str | None = None) -> RecallResult:
+    async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None, *, scope: str | None = None,
+                     include_superseded: bool = False) -> RecallResult:
         """Best matches by meaning, ordered by ``score`` (the hybrid of ``hybrid.py``, or the cosine when its
-        weight is 0), each with its cosine as ``similarity``, identical texts of a scope once (``hit_list``);
-        keyword search when the embedder fails, is loading, or does not answer within the recall budget."""
+        weight is 0), each with its cosine as ``similarity``, identical texts of a scope once (``hit_list``), no
+        superseded ones unless asked; keyword search when the embedder fails, loads, or misses its budget."""
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
+        refine = partial(supersede.current, self.store, include_superseded)
         vector = await self.embedding.query_within_budget(query)
         if isinstance(vector, EmbeddingError):
             logger.warning("recall falls back to keyword search: %s", vector.message)
-            hits = await hit_list.best_distinct(partial(self._keyword_rows, query, where), top_k)
+            hits = await hit_list.best_distinct(partial(self._keyword_rows, query, where), top_k, refine)
             return RecallResult(hits=hits, mode="keyword_fallback")
         weight = hybrid.lexical_weight(self.settings.rank_lexical_weight, self.embedder.name)
         pool_max = self.settings.rank_keyword_pool_max_rows
@@ -268,14 +275,15 @@ class MemoryService:
             rows = await self.store.vector_search_async(vector, where, limit)
             return [{**row, "similarity": row["score"]} for row in rows]
 
-        return RecallResult(hits=await hit_list.best_distinct(fetch, top_k), mode="vector")
+        return RecallResult(hits=await hit_list.best_distinct(fetch, top_k, refine), mode="vector")
 
-    async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20) -> list[MemoryHit]:
-        """Substring search (finds Chinese words and exact identifiers); see ``keyword``. Identical texts of a
-        scope once, as in ``recall``."""
+    async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20, *,
+                             include_superseded: bool = False) -> list[MemoryHit]:
+        """Substring search (finds Chinese words and exact identifiers; see ``keyword``), listed as ``recall`` lists."""
         check_query(query, self.settings)
         check_limit(limit, "limit")
-        return await hit_list.best_distinct(partial(self._keyword_rows, query, self._scope_filter(None, scope)), limit)
+        rows = partial(self._keyword_rows, query, self._scope_filter(None, scope))
+        return await hit_list.best_distinct(rows, limit, partial(supersede.current, self.store, include_superseded))
 
     async def list_memories(self, scope: str | None = None, category: str | None = None,
                             limit: int = 30, offset: int = 0) -> list[Memory]:
@@ -302,7 +310,7 @@ class MemoryService:
         rows = await asyncio.to_thread(self.store.get_rows, [memory_id])
         if not rows:
             raise MemoryNotFound(f"no memory with id {memory_id!r}")
-        return to_memory(rows[0])
+        return (await supersede.resolve(self.store, [to_memory(rows[0])]))[0]
 
     async def check_duplicate(self, content: str, threshold: float | None = None) -> DuplicateCheck:
         """Memories whose cosine similarity to ``content`` reaches the threshold (warn only)."""
@@ -311,7 +319,8 @@ class MemoryService:
         vector = await self.embedding.document(text)
         rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES, min_score=limit)
         similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"]) for r in rows]
-        return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar)
+        return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar,
+                              hint=supersede.first_hint(rows, text))
 
     async def stats(self) -> Stats:
         """Counts per scope and per tag (a memory with two tags counts for both), and the embedding model."""
@@ -340,7 +349,7 @@ class MemoryService:
                        key=lambda pair: (-(pair[0] or 0), pair[1]))
         ids = [memory_id for _, memory_id in order[offset : offset + limit]]
         rows = {r["id"]: r for r in await asyncio.to_thread(self.store.get_rows, ids)}
-        return [to_memory(rows[i]) for i in ids if i in rows]
+        return await supersede.resolve(self.store, [to_memory(rows[i]) for i in ids if i in rows])
 
     def _target_scope(self, scope: str | None, agent: str | None, caller: str | None) -> str:
         if scope is not None:
@@ -372,14 +381,16 @@ class MemoryService:
             return self.settings.dedup_threshold
         return float(getattr(self.embedder, "default_dedup_threshold", 0.9))
 
-    async def _nearest_duplicate(self, vector: np.ndarray, scope: str, exclude: str) -> DuplicateMatch | None:
+    async def _nearest_duplicate(self, vector: np.ndarray, scope: str, exclude: str, text: str,
+                                 replaces: str | None) -> DuplicateMatch | None:
         """The best other row of ``scope`` at or above the threshold (``exclude``: the row being written)."""
         threshold = self._threshold(None)
         rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold,
-                                                    columns=("id",))
+                                                    columns=("id", "text", "metadata"))
         for row in rows:
             if row["id"] != exclude:
-                return DuplicateMatch(memory_id=row["id"], score=round(row["score"], 6))
+                return DuplicateMatch(memory_id=row["id"], score=round(row["score"], 6),
+                                      hint=supersede.hint(row, text, replaces))
         return None
 
 def _agent_name(agent: str | None, caller: str | None, scope: str) -> str | None:

@@ -1,0 +1,91 @@
+"""Memories that name what replaced them: writing the link, and how reads see it.
+
+``remember(..., supersedes=X)`` links the new memory Y to the older X it replaces. The table's columns
+are shared with memory-lancedb-pro, so the link lives in the metadata JSON of both rows: ``supersedes: X``
+on Y and ``superseded_by: Y`` on X. Nothing is deleted; recall hides X unless asked for it.
+
+Order of the two commits: Y is committed first, carrying its half of the link, then X's metadata is
+updated; the call is acknowledged only after both. A crash (or a failed second commit) in between leaves
+Y stored, unacknowledged, naming X while X does not name Y. Reads therefore take the link from either side:
+
+- X is superseded when its ``superseded_by`` names a row that still exists, or when a memory in the same
+  result list or page names X in ``supersedes`` (the one-sided link; X found without Y shows as current).
+- A ``superseded_by`` naming a deleted memory is no link: forgetting the replacement brings X back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from app.memory.errors import AlreadySuperseded
+from app.memory.models import Memory
+from app.memory.ports import MemoryReader
+from app.memory.rows import SUPERSEDED_BY, link
+from app.memory.store.schema import parse_metadata
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Memory)
+Update = Callable[[str, dict[str, Any]], Awaitable[int]]
+
+
+async def resolve(store: MemoryReader, memories: list[M]) -> list[M]:
+    """Set each memory's ``superseded_by`` as reads see it (module docstring); returns ``memories``."""
+    named = sorted({m.superseded_by for m in memories if m.superseded_by})
+    alive: set[str] = set()
+    if named:  # the common list holds no link: no extra read
+        alive = {str(row["id"]) for row in await asyncio.to_thread(store.get_rows, named, ["id"])}
+    claims = {m.supersedes: m.id for m in memories if m.supersedes}
+    for memory in memories:
+        if memory.superseded_by not in alive:
+            memory.superseded_by = claims.get(memory.id)
+    return memories
+
+
+async def current(store: MemoryReader, include_superseded: bool, hits: list[M]) -> list[M]:
+    """A result list's hits with their links resolved, the superseded ones dropped unless asked for."""
+    resolved = await resolve(store, hits)
+    return resolved if include_superseded else [hit for hit in resolved if hit.superseded_by is None]
+
+
+def check_replaceable(memory: Memory) -> Memory:
+    """Raises: AlreadySuperseded: a newer memory replaced it already (replacing it again would fork the chain)."""
+    if memory.superseded_by is not None:
+        raise AlreadySuperseded(f"memory {memory.id!r} is already superseded by {memory.superseded_by!r}; "
+                                f"pass supersedes={memory.superseded_by!r} instead")
+    return memory
+
+
+async def mark_replaced(store: MemoryReader, update: Update, old_id: str, new_id: str) -> None:
+    """Write ``superseded_by`` into the old row's metadata (the second commit; ``update``: ``Writer.update``).
+
+    The metadata is read again just before the write, so a change made while the new memory was embedded
+    and committed is kept.
+    """
+    rows = await asyncio.to_thread(store.get_rows, [old_id], ["metadata"])
+    if rows:
+        metadata = {**parse_metadata(rows[0].get("metadata")), SUPERSEDED_BY: new_id}
+        if await update(old_id, {"metadata": json.dumps(metadata, ensure_ascii=False)}):
+            return
+    # Deleted meanwhile: the new memory stands alone, as if the old one had been forgotten after the link.
+    logger.info("memory %s was deleted before it could be marked superseded by %s", old_id, new_id)
+
+
+def hint(row: dict[str, Any], text: str, replaces: str | None = None) -> str | None:
+    """How to supersede a near-duplicate row that says something else; None for a plain repeat (same text),
+    for the memory being replaced already, and for a memory that something else replaced."""
+    memory_id = str(row["id"])
+    if memory_id == replaces or (row.get("text") or "") == text:
+        return None
+    if link(parse_metadata(row.get("metadata")), SUPERSEDED_BY):
+        return None
+    return f"if this replaces {memory_id}, remember with supersedes={memory_id}"
+
+
+def first_hint(rows: Sequence[dict[str, Any]], text: str) -> str | None:
+    """The hint for the most similar row that has one (rows best first)."""
+    return next((found for row in rows if (found := hint(row, text)) is not None), None)
