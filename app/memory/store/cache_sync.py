@@ -39,6 +39,9 @@ INLINE_MAX_ROWS = 2_048
 RELOAD_SHARE = 0.25
 #: Attempts to apply a change while our own commits keep moving the cache (each one applies in place).
 MAX_ROUNDS = 4
+#: How long the search thread or our writer waits for the other's catch-up to end (a few ms each)
+#: before its own; a wait that long means it is not quick, and the search uses LanceDB instead.
+CATCH_UP_WAIT_S = 0.25
 #: pylance's caches, bounded as LanceDB's are in ``table.py`` (unbounded, they grow with every version).
 CACHE_BYTES = 16 * 2**20
 
@@ -57,6 +60,7 @@ class CacheSync:
         self.catch_ups = 0  # changes applied incrementally
         self.rows_read = 0  # rows read for them (with vectors)
         self.background_runs = 0
+        self.last_fallback = ""  # why the last change could not be read as one
         self.dataset = _open_dataset(table, storage_options or {})
 
     # --- entry points -----------------------------------------------------------------------------
@@ -67,11 +71,14 @@ class CacheSync:
             self._reload()
             self._catch_up(self._reload_rows())
 
-    def catch_up(self) -> None:
+    def catch_up(self, wait_s: float = 0.0) -> None:
         """Bring the cache to the newest version now if the change is small, else start the
-        background thread and return (the caller uses LanceDB meanwhile). Never raises."""
-        if not self._busy.acquire(blocking=False):
-            return  # the background thread is at it
+        background thread and return (the caller uses LanceDB meanwhile). ``wait_s``: how long to
+        wait for another thread's catch-up to end first. Never raises."""
+        if self._worker is not None and self._worker.is_alive():
+            return  # the background thread is at it: never wait for a reload
+        if not (self._busy.acquire(timeout=wait_s) if wait_s > 0 else self._busy.acquire(blocking=False)):
+            return  # another thread's catch-up took longer than asked to wait
         try:
             done = self._catch_up(INLINE_MAX_ROWS)
         except Exception:  # noqa: BLE001 - the cache stays behind; the background thread reloads it
@@ -102,6 +109,7 @@ class CacheSync:
         with self._busy:
             try:
                 if not self._catch_up(self._reload_rows()):
+                    logger.info("reloading the vector cache: %s", self.last_fallback)
                     self._reload()
                     self._catch_up(self._reload_rows())
             except Exception:  # noqa: BLE001 - searches stay on LanceDB; the next stale search retries
@@ -133,10 +141,10 @@ class CacheSync:
         try:
             before, after = self.dataset.checkout_version(base), self.dataset.checkout_version(target)
         except (OSError, ValueError, RuntimeError):  # a version cleaned up since: reload
-            return None
+            return self._cannot(f"version {base} or {target} is gone")
         columns = self.cache.load_columns(before.schema.names)
         if not _same_columns(before, after, columns):
-            return None
+            return self._cannot("a column the cache holds changed")
         tracked = frozenset(f.id() for f in after.lance_schema.fields() if f.name() in columns)
         at_base, at_target = _fragments(before), _fragments(after)
         # A compaction drops fragments; with none dropped (appends), its records need not be read.
@@ -144,7 +152,7 @@ class CacheSync:
         rewritten = _rewritten(after, base, target, at_base) if dropped else {}
         change = diff(at_base, at_target, rewritten, tracked)
         if change.rows_to_read > max_rows:
-            return None
+            return self._cannot(f"{change.rows_to_read} rows rewritten (more than {max_rows})")
         gone = _gone(before, after, change, {f.id: f for f in at_base}, {f.id: f for f in at_target})
         rows = _scan(after, change.added, columns) if change.added else None
         if not self.cache.apply_changes(base, target, gone, rows):
@@ -153,6 +161,10 @@ class CacheSync:
         self.rows_read += 0 if rows is None else rows.num_rows
         logger.debug("vector cache %d -> %d: %d rows read, %d gone", base, target, change.rows_to_read, len(gone))
         return True
+
+    def _cannot(self, why: str) -> None:
+        self.last_fallback = why
+        return None
 
     def _reload(self) -> None:
         """The whole table at one version (pinned: commits meanwhile are caught up afterwards)."""

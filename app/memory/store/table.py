@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
-from app.memory.store import commits, connection, filters, retention, tail_merge
+from app.memory.store import cache_sync, commits, connection, filters, retention, tail_merge
 from app.memory.store.cache_sync import CacheSync
 from app.memory.store.locks import CommitLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
@@ -184,7 +184,7 @@ class Store:
         the cache is still where it started (``CacheSync``); larger ones go to a background thread while
         searches use LanceDB."""
         if self.sync is not None:
-            self.sync.catch_up()
+            self.sync.catch_up(cache_sync.CATCH_UP_WAIT_S)
 
     def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int,
                        columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -282,6 +282,10 @@ class Store:
             if self.cache is None:
                 return change(None)
             before = self.probe.current()
+            if self.sync is not None and (self.cache.version or before) < before:
+                # Another writer committed since the cache last caught up: take that in first, so this
+                # commit applies in place (a compaction's rows would otherwise be read back as new).
+                self.sync.catch_up(cache_sync.CATCH_UP_WAIT_S)
             with self.cache.writing(before):  # searches meanwhile answer from the pre-commit state
                 result = change(before)
                 tell(self.cache, result, before)
@@ -290,8 +294,11 @@ class Store:
         return commits.locked_with_retry(self.lock, locked)
 
     def _after_rewrite(self, cache: VectorCache, _: object, before: int) -> None:
-        cache.apply_rewrite(before, self.version())  # optimize returns no version
-        if self.count() != len(cache):  # a compaction never changes the rows; if they differ, reload
+        after = self.version()  # optimize returns no version
+        cache.apply_rewrite(before, after)
+        # A compaction never changes the rows; if the cache took it in and they differ, reload. (A cache
+        # left behind is not comparable: it catches up later, the compaction included.)
+        if cache.version == after and self.count() != len(cache):
             cache.invalidate()
 
     def _fix_id_collisions(self, rows: list[dict[str, Any]], version: int | None) -> None:

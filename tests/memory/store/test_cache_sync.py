@@ -177,7 +177,8 @@ def test_our_commits_between_foreign_ones_are_neither_lost_nor_doubled(make_sett
     store, db_path = _store(make_settings)
     mine = _rows(3, "agent:x", 15)
     _foreign(db_path, {"kind": "add", "rows": _plain(_rows(2, "global", 16))})
-    store.add(mine[:1])  # starts from a version the cache does not hold: the cache stays behind
+    store.add(mine[:1])  # our writer first takes the foreign commit in, then applies its own in place
+    assert store.sync is not None and store.sync.catch_ups == 1 and _cache(store).version == store.version()
     store.update(str(mine[0]["id"]), {"text": "edited by us"})
     _foreign(db_path, {"kind": "update", "where": filters.eq("id", str(mine[0]["id"])), "values": {"importance": 0.9}})
     store.add(mine[1:])
@@ -242,4 +243,17 @@ def test_deletions_are_found_from_row_addresses_when_the_deletion_file_cannot_be
     _foreign(db_path, *_ops(store, "several_at_once"), {"kind": "delete", "where": "scope = 'agent:x'"})
     _search_once(store)
     assert store.sync is not None and store.sync.catch_ups == 1 and _cache(store).reloads == 1
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_our_compaction_right_after_a_foreign_commit_keeps_the_cache_without_reading_rows(
+    make_settings: SettingsFactory,
+) -> None:
+    store, db_path = _store(make_settings)
+    _foreign(db_path, {"kind": "delete", "where": filters.eq("id", _some_ids(store, "global", 1)[0])},
+             {"kind": "add", "rows": _plain(_rows(2, "agent:x", 20))})
+    store.optimize()  # rewrites every fragment, the foreign ones included
+    cache = _cache(store)
+    assert store.sync is not None and store.sync.catch_ups == 1 and store.sync.rows_read == 2
+    assert cache.version == store.version() and cache.reloads == 1
     _assert_mirrors_the_table(store, db_path)
