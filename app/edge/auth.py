@@ -1,4 +1,4 @@
-"""Bearer-token check: constant-time, header only, token → agent binding."""
+"""Bearer-token check: constant-time, header only, token → agent binding and its permissions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from app.settings import Settings
+from app.errors import Forbidden
+from app.settings import PERMISSIONS, Permission, Settings
 
 # The dashboard shell holds no data (the same files in every install). A browser cannot send a bearer
 # header when it opens a page, so the page loads openly and asks for the token for its API calls.
@@ -22,13 +23,34 @@ MAIN_TOKEN_ID = "main"
 
 @dataclass(frozen=True)
 class Caller:
-    """Who the token says is calling: ``agent`` None means unrestricted (main token or no auth)."""
+    """Who the token says is calling (``agent`` None: the main token, or no auth) and what it may change."""
 
     agent: str | None
     token_id: str | None
+    permissions: frozenset[str] = PERMISSIONS
 
 
+# No auth configured (loopback dev mode), or an open path: everything is allowed, as before tokens had permissions.
 ANONYMOUS = Caller(agent=None, token_id=None)
+
+_ACTIONS: dict[Permission, str] = {
+    "memory:write": "write memories",
+    "board:write": "change the board",
+    "jobs:trigger": "start jobs",
+}
+
+
+def require(granted: frozenset[str], needed: Permission) -> None:
+    """The one permission check, for REST and MCP alike; call it before anything is changed.
+
+    Raises:
+        Forbidden: code ``forbidden``, when the caller's token lacks ``needed``.
+    """
+    if needed not in granted:
+        raise Forbidden(
+            f"this token may not {_ACTIONS[needed]}: its MEMORY_MCP_AGENT_TOKENS entry needs {needed!r} in 'allow'",
+            code="forbidden",
+        )
 
 
 class TokenAuth:
@@ -36,8 +58,9 @@ class TokenAuth:
 
     def __init__(self, settings: Settings) -> None:
         self._candidates: list[tuple[bytes, Caller]] = []
-        for token, agent in settings.agent_tokens.items():
-            self._candidates.append((token.encode(), Caller(agent=agent, token_id=f"agent:{agent}")))
+        for token, entry in settings.agent_tokens.items():
+            caller = Caller(agent=entry.agent, token_id=f"agent:{entry.agent}", permissions=frozenset(entry.allow))
+            self._candidates.append((token.encode(), caller))
         if settings.token is not None:
             # An empty configured token still turns auth on (fail closed); it just never matches.
             self._candidates.append((settings.token.get_secret_value().encode(), Caller(None, MAIN_TOKEN_ID)))

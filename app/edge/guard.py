@@ -130,7 +130,8 @@ class EdgeGuard:
             await send_rejection(scope, send, rejection)
             return
         state = scope.setdefault("state", {})
-        state.update(request_id=request_id, agent=caller.agent, token_id=caller.token_id)
+        state.update(request_id=request_id, agent=caller.agent, token_id=caller.token_id,
+                     permissions=caller.permissions)
         app_send = _without_app_owned_headers(send)
         if scope["type"] == "http":
             await call_with_body_limit(self.app, scope, receive, app_send, self.max_body_bytes)

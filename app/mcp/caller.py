@@ -1,15 +1,21 @@
-"""Who is calling: the principal a session is bound to, and the agent a tool acts for."""
+"""Who is calling: the principal a session is bound to, the agent a tool acts for, and what it may change."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
 from starlette.datastructures import Headers
 from starlette.types import Scope
+
+from app.edge.auth import require
+from app.settings import PERMISSIONS, Permission
+
+T = TypeVar("T")
 
 
 def principal(scope: Scope) -> str | None:
@@ -44,3 +50,22 @@ def caller_agent(ctx: Context) -> str | None:
     state = getattr(request, "state", None)
     agent = getattr(state, "agent", None)
     return agent if isinstance(agent, str) and agent else None
+
+
+def caller_permissions(ctx: Context) -> frozenset[str]:
+    """What the caller's token may change, as the edge guard found it; everything for an in-process client."""
+    request = ctx.request_context.request
+    if request is None:
+        return PERMISSIONS  # no HTTP, so no token: the in-memory transport of tests and embedding code
+    return frozenset(getattr(getattr(request, "state", None), "permissions", frozenset()))
+
+
+def permitted(ctx: Context, needed: Permission, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    """``call``, refused as ``forbidden: ...`` before it starts when the caller's token lacks ``needed``."""
+    granted = caller_permissions(ctx)
+
+    async def checked() -> T:
+        require(granted, needed)
+        return await call()
+
+    return checked

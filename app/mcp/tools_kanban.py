@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from app.container import Services
 from app.kanban.models import STATUSES, Board, Job, Task, TaskDetail, TaskStatus
-from app.mcp.caller import caller_agent
+from app.mcp.caller import caller_agent, permitted
 from app.mcp.results import run_tool
 
 MAX_WAIT_S = 60.0
@@ -94,7 +94,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         actor = caller_agent(ctx)
         return await run_tool(
             "create_task",
-            lambda: services.kanban.create_task(
+            permitted(ctx, "board:write", lambda: services.kanban.create_task(
                 title,
                 assignee,
                 description,
@@ -104,7 +104,7 @@ def register(mcp: MCPServer, services: Services) -> None:
                 priority=priority,
                 tags=tags,
                 actor=actor,
-            ),
+            )),
         )
 
     @mcp.tool(
@@ -120,10 +120,10 @@ def register(mcp: MCPServer, services: Services) -> None:
         task_id: TaskId, to_status: Status, ctx: Context, expected_status: ExpectedStatus = None
     ) -> Annotated[CallToolResult, Task]:
         actor = caller_agent(ctx)
-        return await run_tool(
-            "move_card",
+        return await run_tool("move_card", permitted(
+            ctx, "board:write",
             lambda: services.kanban.move_card(task_id, to_status, expected_status=expected_status, actor=actor),
-        )
+        ))
 
     @mcp.tool(
         name="trigger_job",
@@ -137,7 +137,9 @@ def register(mcp: MCPServer, services: Services) -> None:
         ctx: Context, task_id: JobTaskId = None, args: JobArgs = None, wait: Wait = None
     ) -> Annotated[CallToolResult, Job]:
         actor = caller_agent(ctx)
-        return await run_tool("trigger_job", lambda: services.kanban.trigger_job(task_id, args, wait, actor=actor))
+        return await run_tool("trigger_job", permitted(
+            ctx, "jobs:trigger", lambda: services.kanban.trigger_job(task_id, args, wait, actor=actor)
+        ))
 
     @mcp.tool(
         name="list_tasks_by_status",

@@ -9,7 +9,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from app.container import Services
-from app.mcp.caller import caller_agent
+from app.mcp.caller import caller_agent, permitted
 from app.mcp.results import run_tool
 from app.memory.models import DuplicateCheck, Memory, RecallResult, RememberResult
 
@@ -117,9 +117,9 @@ def register(mcp: MCPServer, services: Services) -> None:
         content: Content, ctx: Context, tags: Tags = None, agent: AgentName = None, importance: Importance = 0.7
     ) -> Annotated[CallToolResult, RememberResult]:
         caller = caller_agent(ctx)
-        return await run_tool(
-            "remember", lambda: services.memory.remember(content, tags, agent, importance, caller=caller)
-        )
+        return await run_tool("remember", permitted(
+            ctx, "memory:write", lambda: services.memory.remember(content, tags, agent, importance, caller=caller)
+        ))
 
     @mcp.tool(
         name="recall",
@@ -180,4 +180,4 @@ def register(mcp: MCPServer, services: Services) -> None:
             await services.memory.forget(memory_id, caller=caller)
             return ForgetOutput(memory_id=memory_id)
 
-        return await run_tool("forget", call)
+        return await run_tool("forget", permitted(ctx, "memory:write", call))

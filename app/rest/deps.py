@@ -7,13 +7,15 @@ limiter) held the GIL for a fifth of the event loop's time.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from app.container import Services
+from app.edge.auth import require
 from app.kanban.service import KanbanService
 from app.memory.service import MemoryService
+from app.settings import Permission
 
 
 def _services(request: Request) -> Services:
@@ -31,3 +33,18 @@ async def get_kanban_service(request: Request) -> KanbanService:
 
 MemoryServiceDep = Annotated[MemoryService, Depends(get_memory_service)]
 KanbanServiceDep = Annotated[KanbanService, Depends(get_kanban_service)]
+
+
+def _permission(needed: Permission) -> Any:
+    """A route dependency that refuses (403 ``forbidden``) a token without ``needed`` before the body is validated."""
+
+    async def check(request: Request) -> None:
+        # The edge guard sets the caller's permissions on every request; without them nothing is granted.
+        require(getattr(request.state, "permissions", frozenset()), needed)
+
+    return Depends(check)
+
+
+MayWriteMemory = _permission("memory:write")
+MayWriteBoard = _permission("board:write")
+MayTriggerJobs = _permission("jobs:trigger")

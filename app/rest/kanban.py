@@ -25,7 +25,7 @@ from app.kanban.validation import (
     MAX_TITLE_CHARS,
 )
 from app.rest import patterns
-from app.rest.deps import KanbanServiceDep
+from app.rest.deps import KanbanServiceDep, MayTriggerJobs, MayWriteBoard
 from app.rest.schema import errors
 
 router = APIRouter(prefix="/api/kanban", tags=["kanban"])
@@ -143,7 +143,8 @@ async def list_tasks(kanban: KanbanServiceDep, status: TaskStatus | None = None,
     return await kanban.list_tasks(status=status, assignee=assignee)
 
 
-@router.post("/tasks", status_code=status.HTTP_201_CREATED, responses=errors(409, 422))
+@router.post("/tasks", status_code=status.HTTP_201_CREATED, responses=errors(403, 409, 422),
+             dependencies=[MayWriteBoard])
 async def create_task(body: CreateTaskBody, request: Request, kanban: KanbanServiceDep) -> Task:
     return await kanban.create_task(
         body.title, body.assignee, body.description, task_id=body.task_id, steps=body.steps, status=body.status,
@@ -156,26 +157,27 @@ async def get_task(task_id: TaskIdPath, kanban: KanbanServiceDep) -> TaskDetail:
     return await kanban.get_task(task_id)
 
 
-@router.patch("/tasks/{task_id}", responses=errors(404, 409, 422))
+@router.patch("/tasks/{task_id}", responses=errors(403, 404, 409, 422), dependencies=[MayWriteBoard])
 async def update_task(task_id: TaskIdPath, body: PatchTaskBody, request: Request, kanban: KanbanServiceDep) -> Task:
     changes = TaskPatch(**body.model_dump(include=body.model_fields_set - {"actor"}))
     return await kanban.update_task(task_id, changes, actor=_actor(request, body.actor))
 
 
-@router.delete("/tasks/{task_id}", responses=errors(404, 422))
+@router.delete("/tasks/{task_id}", responses=errors(403, 404, 422), dependencies=[MayWriteBoard])
 async def delete_task(task_id: TaskIdPath, kanban: KanbanServiceDep) -> Task:
     """Delete the task with its notes and history; answers with the task as it was."""
     return await kanban.delete_task(task_id)
 
 
-@router.post("/tasks/{task_id}/move", responses=errors(404, 409, 422))
+@router.post("/tasks/{task_id}/move", responses=errors(403, 404, 409, 422), dependencies=[MayWriteBoard])
 async def move_card(task_id: TaskIdPath, body: MoveBody, request: Request, kanban: KanbanServiceDep) -> Task:
     return await kanban.move_card(
         task_id, body.to_status, expected_status=body.expected_status, actor=_actor(request, body.actor)
     )
 
 
-@router.post("/tasks/{task_id}/notes", status_code=status.HTTP_201_CREATED, responses=errors(404, 422))
+@router.post("/tasks/{task_id}/notes", status_code=status.HTTP_201_CREATED, responses=errors(403, 404, 422),
+             dependencies=[MayWriteBoard])
 async def add_note(task_id: TaskIdPath, body: NoteBody, request: Request, kanban: KanbanServiceDep) -> Note:
     return await kanban.add_note(task_id, body.text, author=_actor(request, body.author))
 
@@ -184,6 +186,7 @@ async def add_note(task_id: TaskIdPath, body: NoteBody, request: Request, kanban
     "/jobs",
     response_model=Job,
     responses={202: {"model": Job, "description": "still running"}, **errors(403, 404, 422, 503)},
+    dependencies=[MayTriggerJobs],
 )
 async def trigger_job(body: JobBody, request: Request, kanban: KanbanServiceDep) -> JSONResponse:
     job = await kanban.trigger_job(body.task_id, body.args, body.wait_s, actor=_actor(request, None))

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.memory.models import DuplicateMatch, Memory, MemoryHit, Stats
 from app.memory.validation import MAX_OFFSET, split_category
-from app.rest.deps import MemoryServiceDep
+from app.rest.deps import MayWriteMemory, MemoryServiceDep
 from app.rest.patterns import FILTER_VALUE_PATTERN, MEMORY_ID_PATTERN, MEMORY_TEXT_PATTERN, SCOPE_PATTERN
 from app.rest.schema import CATEGORY_MARK, MAX_QUERY_CHARS, TEXT_LIMIT_MARK, errors
 
@@ -140,7 +140,7 @@ async def get_memory(service: MemoryServiceDep, memory_id: MemoryId) -> Memory:
     return await service.get(memory_id)
 
 
-@router.post("/memories", response_model=Created, responses=errors(403, 422, 503))
+@router.post("/memories", response_model=Created, responses=errors(403, 422, 503), dependencies=[MayWriteMemory])
 async def create_memory(service: MemoryServiceDep, request: Request, body: MemoryCreate) -> Created:
     """Embed and store a memory; a near-duplicate is reported in ``duplicate`` but still stored."""
     result = await service.create(body.text, scope=body.scope, category=body.category,
@@ -148,7 +148,8 @@ async def create_memory(service: MemoryServiceDep, request: Request, body: Memor
     return Created(id=result.memory_id, duplicate=result.duplicate)
 
 
-@router.patch("/memories/{memory_id}", response_model=Memory, responses=errors(403, 404, 422, 503))
+@router.patch("/memories/{memory_id}", response_model=Memory, responses=errors(403, 404, 422, 503),
+              dependencies=[MayWriteMemory])
 async def update_memory(service: MemoryServiceDep, request: Request, memory_id: MemoryId,
                         body: MemoryPatch) -> Memory:
     """Change text (re-embeds), scope, category or importance (the vector is kept)."""
@@ -156,7 +157,8 @@ async def update_memory(service: MemoryServiceDep, request: Request, memory_id: 
                                 importance=body.importance, scope=body.scope, caller=_caller(request))
 
 
-@router.delete("/memories/{memory_id}", response_model=Deleted, responses=errors(403, 404, 422, 503))
+@router.delete("/memories/{memory_id}", response_model=Deleted, responses=errors(403, 404, 422, 503),
+               dependencies=[MayWriteMemory])
 async def delete_memory(service: MemoryServiceDep, request: Request, memory_id: MemoryId) -> Deleted:
     await service.forget(memory_id, caller=_caller(request))
     return Deleted()
