@@ -53,8 +53,8 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
             startup.run(lambda: _run_services(app, settings, services, startup, freeze_startup_objects))
             stack.push_async_callback(startup.stop)
             base = local_base_url(settings.host, settings.port)
-            logger.info("memory-mcp ready: dashboard %s/ · MCP %s/mcp (Streamable HTTP) · %s/mcp/sse (legacy SSE)",
-                        base, base, base)
+            logger.info("memory-mcp listening (loading in the background; /readyz tells when done): "
+                        "dashboard %s/ · MCP %s/mcp (Streamable HTTP) · %s/mcp/sse (legacy SSE)", base, base, base)
             try:
                 yield
             except asyncio.CancelledError:
@@ -134,7 +134,7 @@ async def _finish_loading(services: Services, startup: Startup, freeze: bool) ->
     if freeze:
         gc.freeze()  # what the background load left alive lives as long as the server (gc_pause)
     startup.mark_loaded()
-    logger.info("memory-mcp loaded in %.2fs (open after %.2fs): %s", startup.loaded_seconds or 0.0,
+    logger.info("memory-mcp ready: loaded in %.2fs (open after %.2fs): %s", startup.loaded_seconds or 0.0,
                 startup.open_seconds or 0.0, _load_summary(memory_service.loads.times()))
 
 

@@ -88,12 +88,12 @@ def test_a_busy_port_is_an_error_before_ready_and_names_the_fix(default_server: 
     output = (result.stdout + result.stderr).decode()
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{default_server}" in output and "--port" in output
-    assert "memory-mcp ready" not in output
+    assert "memory-mcp listening" not in output and "memory-mcp ready" not in output
     assert not (second / "lancedb").exists()  # nothing was opened
 
 
 @pytest.mark.slow
-def test_the_ready_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None:
+def test_the_start_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None:
     port = free_port()
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:
@@ -104,6 +104,6 @@ def test_the_ready_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None
     finally:
         process.terminate()
         process.wait(15)
-    [ready] = [line for line in log_path.read_text().splitlines() if "memory-mcp ready" in line]
+    [ready] = [line for line in log_path.read_text().splitlines() if "memory-mcp listening" in line]
     base = f"http://127.0.0.1:{port}"
     assert f"{base}/ " in ready and f"{base}/mcp " in ready and f"{base}/mcp/sse " in ready
