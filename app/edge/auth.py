@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ OPEN_PATHS = frozenset({
 # One space, one token of visible characters: a trailing space or a second word is a different token.
 _BEARER_RE = re.compile(rb"^[Bb][Ee][Aa][Rr][Ee][Rr] ([\x21-\x7e]+)$")
 MAIN_TOKEN_ID = "main"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,14 @@ _ACTIONS: dict[Permission, str] = {
 }
 
 
-def require(granted: frozenset[str], needed: Permission) -> None:
+def require(granted: frozenset[str], needed: Permission, agent: str | None) -> None:
     """The one permission check, for REST and MCP alike; call it before anything is changed.
 
     Raises:
         Forbidden: code ``forbidden``, when the caller's token lacks ``needed``.
     """
     if needed not in granted:
+        logger.info("refused %s to agent %r: its token does not allow it", needed, agent)
         raise Forbidden(
             f"this token may not {_ACTIONS[needed]}: its MEMORY_MCP_AGENT_TOKENS entry needs {needed!r} in 'allow'",
             code="forbidden",

@@ -62,10 +62,10 @@ def caller_permissions(ctx: Context) -> frozenset[str]:
 
 def permitted(ctx: Context, needed: Permission, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
     """``call``, refused as ``forbidden: ...`` before it starts when the caller's token lacks ``needed``."""
-    granted = caller_permissions(ctx)
+    granted, agent = caller_permissions(ctx), caller_agent(ctx)
 
     async def checked() -> T:
-        require(granted, needed)
+        require(granted, needed, agent)
         return await call()
 
     return checked

@@ -40,7 +40,8 @@ def _permission(needed: Permission) -> Any:
 
     async def check(request: Request) -> None:
         # The edge guard sets the caller's permissions on every request; without them nothing is granted.
-        require(getattr(request.state, "permissions", frozenset()), needed)
+        state = request.state
+        require(getattr(state, "permissions", frozenset()), needed, getattr(state, "agent", None))
 
     return Depends(check)
 

@@ -187,3 +187,11 @@ def test_a_bad_entry_stops_start_up_naming_the_permissions_never_the_token(make_
     [message] = [error["msg"] for error in raised.value.errors()]  # what memory-mcp serve prints
     assert "MEMORY_MCP_AGENT_TOKENS" in message and "board:write, jobs:trigger, memory:write" in message
     assert "SECRET" not in message
+
+
+def test_a_refusal_is_logged_with_the_agent_and_the_permission_never_the_token(
+        server: LiveServer, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="app.edge.auth"), httpx.Client(base_url=server.url, timeout=30) as http:
+        assert_forbidden(http.post("/api/kanban/jobs", json={}, headers=bearer("tok-carol-plain")))
+    [line] = [record.getMessage() for record in caplog.records if record.name == "app.edge.auth"]
+    assert "jobs:trigger" in line and "'carol'" in line and "tok-carol" not in line
