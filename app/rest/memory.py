@@ -37,6 +37,9 @@ CategoryFilter = Annotated[
           json_schema_extra={"pattern": FILTER_VALUE_PATTERN}),
 ]
 MemoryId = Annotated[str, Path(json_schema_extra={"pattern": MEMORY_ID_PATTERN})]
+IncludeSuperseded = Annotated[
+    bool, Query(description="Also list memories a newer one replaced (each names it in superseded_by).")
+]
 
 
 class SearchHit(BaseModel):
@@ -59,12 +62,14 @@ class SearchHit(BaseModel):
     duplicate_ids: list[str] = Field(
         description="Ids of other memories with identical text in the same scope, listed once as this hit."
     )
+    supersedes: str | None = Field(description="Id of the older memory this one replaces.")
+    superseded_by: str | None = Field(description="Id of the memory that replaced this one; null when current.")
 
     @classmethod
     def of(cls, hit: MemoryHit) -> SearchHit:
         return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, importance=hit.importance,
                    timestamp=hit.timestamp, score=hit.score, similarity=hit.similarity,
-                   duplicate_ids=hit.duplicate_ids)
+                   duplicate_ids=hit.duplicate_ids, supersedes=hit.supersedes, superseded_by=hit.superseded_by)
 
 
 TextField = Annotated[str, Field(min_length=1, json_schema_extra=_TEXT_SCHEMA)]
@@ -85,6 +90,11 @@ class MemoryCreate(BaseModel):
     scope: ScopeField | None = None
     category: Category | None = None
     importance: Importance | None = None
+    supersedes: Annotated[
+        str | None,
+        Field(description="Id of the older memory this one replaces (you must be allowed to change it); recall "
+              "then hides that one.", json_schema_extra={"pattern": MEMORY_ID_PATTERN}),
+    ] = None
 
 
 class MemoryPatch(BaseModel):
@@ -113,25 +123,26 @@ def _caller(request: Request) -> str | None:
 
 @router.get("/vector-search", response_model=list[SearchHit], responses=errors(422))
 async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: ScopeFilter = None,
-                        limit: Limit = 5) -> list[SearchHit]:
+                        limit: Limit = 5, include_superseded: IncludeSuperseded = False) -> list[SearchHit]:
     """Search by meaning, best ``score`` first, each hit with its cosine ``similarity`` and the ``duplicate_ids``
     of identical texts it stands for; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
-    result = await service.recall(q, top_k=limit, scope=scope)
+    result = await service.recall(q, top_k=limit, scope=scope, include_superseded=include_superseded)
     response.headers[SEARCH_MODE_HEADER] = result.mode
     return [SearchHit.of(hit) for hit in result.hits]
 
 
 @router.get("/search", response_model=list[SearchHit], responses=errors(422))
-async def keyword_search(service: MemoryServiceDep, q: Text, scope: ScopeFilter = None,
-                         limit: Limit = 20) -> list[SearchHit]:
+async def keyword_search(service: MemoryServiceDep, q: Text, scope: ScopeFilter = None, limit: Limit = 20,
+                         include_superseded: IncludeSuperseded = False) -> list[SearchHit]:
     """Keyword (substring) search: finds Chinese words and exact identifiers; ``score`` is the share of terms found."""
-    return [SearchHit.of(hit) for hit in await service.keyword_search(q, scope=scope, limit=limit)]
+    hits = await service.keyword_search(q, scope=scope, limit=limit, include_superseded=include_superseded)
+    return [SearchHit.of(hit) for hit in hits]
 
 
 @router.get("/memories", response_model=list[Memory], responses=errors(422))
 async def list_memories(service: MemoryServiceDep, scope: ScopeFilter = None, category: CategoryFilter = None,
                         limit: PageLimit = 30, offset: Offset = 0) -> list[Memory]:
-    """Memories newest first, paginated."""
+    """Memories newest first, paginated, superseded ones included (with their ``superseded_by``)."""
     return await service.list_memories(scope=scope, category=category, limit=limit, offset=offset)
 
 
@@ -140,11 +151,13 @@ async def get_memory(service: MemoryServiceDep, memory_id: MemoryId) -> Memory:
     return await service.get(memory_id)
 
 
-@router.post("/memories", response_model=Created, responses=errors(403, 422, 503), dependencies=[MayWriteMemory])
+@router.post("/memories", response_model=Created, responses=errors(403, 404, 409, 422, 503),
+             dependencies=[MayWriteMemory])
 async def create_memory(service: MemoryServiceDep, request: Request, body: MemoryCreate) -> Created:
-    """Embed and store a memory; a near-duplicate is reported in ``duplicate`` but still stored."""
+    """Embed and store a memory; a near-duplicate is reported in ``duplicate`` but still stored. With
+    ``supersedes``: 404 if that memory does not exist, 409 if a newer one already replaced it."""
     result = await service.create(body.text, scope=body.scope, category=body.category,
-                                  importance=body.importance, caller=_caller(request))
+                                  importance=body.importance, caller=_caller(request), supersedes=body.supersedes)
     return Created(id=result.memory_id, duplicate=result.duplicate)
 
 

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -152,6 +153,19 @@ def test_recall_shows_a_text_stored_twice_once_and_names_the_copy(
     shown, copy = hits[0]["id"], hits[0]["duplicate_ids"][0]
     assert code == 0 and len(out.splitlines()) == 3
     assert out.splitlines()[2] == f"{shown} also stands for {copy} (same text)"
+
+
+def test_recall_leaves_out_a_memory_that_a_newer_one_replaced(
+    server: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = run_json(capsys, "remember", "the cache is warmed at boot")["id"]
+    replacement = {"text": "the cache is warmed on the first request", "supersedes": old}
+    new = httpx.post(f"{server.url}/api/lancedb/memories", json=replacement).json()["id"]
+
+    hits = run_json(capsys, "recall", "the cache is warmed", "--top-k", "5")
+    found = run_json(capsys, "recall", "cache", "--keyword")
+
+    assert [hit["id"] for hit in hits] == [new] and [hit["id"] for hit in found] == [new]
 
 
 def test_keyword_recall_has_no_similarity_to_show(server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,6 +131,16 @@ def test_recall_shows_a_text_stored_twice_as_one_note_naming_the_copy(live_serve
     assert sorted([shown, copy]) == sorted([first, second])
 
 
+def test_recall_leaves_out_a_memory_that_a_newer_one_replaced(live_server: LiveServer) -> None:
+    old = remember(live_server, "the release branch is cut every thursday")
+    new = remember(live_server, "the release branch is cut every second thursday", supersedes=old)
+
+    done, _ = run_hook("recall", prompt("when is the release branch cut"), live_server.url, env=ROOMY)
+
+    ids = re.findall(r'<memory id="([^"]*)"', done.stdout.decode())
+    assert done.returncode == 0 and ids == [new]
+
+
 def test_min_score_is_compared_with_the_similarity_not_the_keyword_boosted_score(
         make_settings: SettingsFactory) -> None:
     with run_server(make_settings(rank_lexical_weight=1.0)) as live:

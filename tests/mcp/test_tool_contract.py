@@ -68,8 +68,8 @@ async def test_annotations_mark_reads_and_the_destructive_forget() -> None:
 
 async def test_argument_names_are_exactly_the_public_ones() -> None:
     arguments = {tool["name"]: set(tool["inputSchema"].get("properties", {})) for tool in await _listed_tools()}
-    assert arguments["remember"] == {"content", "tags", "agent", "importance"}
-    assert arguments["recall"] == {"query", "top_k", "agent_filter"}
+    assert arguments["remember"] == {"content", "tags", "agent", "importance", "supersedes"}
+    assert arguments["recall"] == {"query", "top_k", "agent_filter", "include_superseded"}
     assert arguments["list_facts"] == {"agent", "tag", "limit", "offset"}
     assert arguments["check_duplicate"] == {"content", "threshold"}
     assert arguments["forget"] == {"memory_id"}

@@ -18,7 +18,7 @@ WITH_A_BODY = EVERY_API_ROUTE | {400, 413, 422}
 STATUSES = {
     ("get", "/api/lancedb/vector-search"): EVERY_API_ROUTE | {422},
     ("get", "/api/lancedb/memories"): EVERY_API_ROUTE | {422},
-    ("post", "/api/lancedb/memories"): WITH_A_BODY,
+    ("post", "/api/lancedb/memories"): WITH_A_BODY | {404, 409},
     ("get", "/api/lancedb/memories/{memory_id}"): EVERY_API_ROUTE | {404, 422},
     ("patch", "/api/lancedb/memories/{memory_id}"): WITH_A_BODY | {404},
     ("delete", "/api/lancedb/memories/{memory_id}"): EVERY_API_ROUTE | {404, 422},
