@@ -79,8 +79,21 @@ function memoryMeta(memory) {
   return meta;
 }
 
+// A memory replaced by a newer one stays (nothing is deleted) but is dimmed; both ends name the other.
+function linkBadges(memory) {
+  const badges = [];
+  const newer = pick(memory, "superseded_by");
+  const older = pick(memory, "supersedes");
+  if (newer) badges.push(el("span", { class: "badge link superseded-by", text: `superseded by ${newer}` }));
+  if (older) badges.push(el("span", { class: "badge link supersedes", text: `supersedes ${older}` }));
+  return badges;
+}
+
 function memoryItem(memory) {
-  const item = el("li", { class: "memory", dataset: { id: memory.id } });
+  const superseded = Boolean(pick(memory, "superseded_by"));
+  const item = el("li", { class: superseded ? "memory superseded" : "memory", dataset: { id: memory.id } });
+  const badges = linkBadges(memory);
+  if (badges.length) item.append(el("div", { class: "links" }, ...badges));
   item.append(
     el("p", { class: "memory-text", text: memory.text }),
     el("div", { class: "memory-footer" }, memoryMeta(memory), el("div", { class: "actions" },
