@@ -109,7 +109,7 @@ class CacheSync:
         with self._busy:
             try:
                 if not self._catch_up(self._reload_rows()):
-                    logger.info("reloading the vector cache: %s", self.last_fallback)
+                    logger.info("reloading the vector cache: %s", self.last_fallback or "it holds no version yet")
                     self._reload()
                     self._catch_up(self._reload_rows())
             except Exception:  # noqa: BLE001 - searches stay on LanceDB; the next stale search retries
