@@ -56,7 +56,7 @@ class SearchBatcher:
     def __init__(self, cache: VectorCache, current_version: Callable[[], int], refresh: Callable[[], None]) -> None:
         self.cache = cache
         self._current_version = current_version
-        self._refresh = refresh  # reloads the cache after another process's write (blocking)
+        self._refresh = refresh  # brings the cache up to date after another process's write (may leave it stale)
         self._cond = threading.Condition()
         self._pending: list[_Search] = []
         self._thread: threading.Thread | None = None
@@ -118,7 +118,7 @@ class SearchBatcher:
     def _search(self, batch: list[_Search], helper: ThreadPoolExecutor) -> list[Answer]:
         version = self._current_version()
         if not self.cache.is_current(version):
-            self._refresh()  # another process wrote: reload, then answer from the fresh copy
+            self._refresh()  # another process wrote: take that in, then answer if the cache is current
             version = self._current_version()
         queries = [Query(s.vector, s.scope, s.limit, s.min_score, s.columns) for s in batch]
         with _BLAS.limit(limits=1, user_api="blas"):

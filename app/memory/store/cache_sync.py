@@ -2,7 +2,7 @@
 
 Why: OpenClaw's memory-lancedb-pro writes the same table directly, and a full reload of the cache
 takes about a second at 100k rows; done for every foreign commit, it was most of recall's latency
-while another process wrote (docs/performance.md, 'Other writers'). Instead the two versions'
+while another process wrote (docs/performance.md, 'Other writers on the same table'). Instead the two versions'
 manifests are compared (``table_diff``, read with pylance, which opens any version by number): only
 the fragments another writer added are read, deleted rows are found from the fragments whose
 deletion files grew (their ids, not their vectors), and a compaction costs two reads of the id
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc  # noqa: F401 - pa.ipc
+from pyarrow import ipc
 
 from app.memory.index import VectorCache
 from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
@@ -129,17 +129,16 @@ class CacheSync:
                 return False
             if base >= target:
                 return True
-            applied = self._apply(base, target, max_rows)
+            applied = self._apply(self.dataset, base, target, max_rows)
             if applied is None:
                 return False
         return True  # our own commits kept moving it: searches use LanceDB this time, the next one retries
 
-    def _apply(self, base: int, target: int, max_rows: int) -> bool | None:
+    def _apply(self, dataset: Any, base: int, target: int, max_rows: int) -> bool | None:
         """Read and apply the change from ``base`` to ``target``: True if applied, False if the cache
         moved meanwhile, None if it cannot be read incrementally."""
-        assert self.dataset is not None  # noqa: S101 - checked by the caller
         try:
-            before, after = self.dataset.checkout_version(base), self.dataset.checkout_version(target)
+            before, after = dataset.checkout_version(base), dataset.checkout_version(target)
         except (OSError, ValueError, RuntimeError):  # a version cleaned up since: reload
             return self._cannot(f"version {base} or {target} is gone")
         columns = self.cache.load_columns(before.schema.names)
@@ -267,7 +266,7 @@ def _deleted(root: str, fragment: Fragment) -> np.ndarray | None:
     if fragment.deletion_array is None or "://" in root:
         return None
     try:
-        with pa.ipc.open_file(str(Path(root) / fragment.deletion_array)) as reader:
+        with ipc.open_file(str(Path(root) / fragment.deletion_array)) as reader:
             offsets = reader.read_all().column(0).to_numpy()
     except (OSError, pa.ArrowException):
         return None
