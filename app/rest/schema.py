@@ -45,7 +45,7 @@ _BODY_METHODS = frozenset({"post", "put", "patch"})
 TEXT_LIMIT_MARK = "x-memory-text-limit"
 CATEGORY_MARK = "x-memory-category"
 #: Longest search query in a URL: 4,000 characters of 4-byte UTF-8, percent-encoded, are 48 KB, which
-#: leaves room for the other parameters under the HTTP parser's 64 KB limit on a request head.
+#: leaves room for the other parameters under the server's 64 KiB limit on a URL (measured: 65,519 bytes of query).
 MAX_QUERY_CHARS = 4000
 
 
