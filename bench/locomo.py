@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,15 +221,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    return run_on_dataset(args, main_async, report)
+
+
+def run_on_dataset(args: argparse.Namespace, run: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+                   show: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Exit 2 with where to put LoCoMo when it is missing; else run, print and write the JSON."""
     if not dataset_path().is_file():
         print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
         raise SystemExit(2)
-    payload = asyncio.run(main_async(args))
-    report(payload)
+    payload = asyncio.run(run(args))
+    show(payload)
     path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
     print(f"\nwrote {path}")
     return payload
-
 
 if __name__ == "__main__":
     main()

@@ -14,11 +14,8 @@ option (``bench/quality_lab.py``). Results go to ``bench/results/quality.json``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,8 +25,8 @@ from app.memory.ranking import RankingOptions
 from bench import bilingual_data, quality_lab
 from bench.bilingual_data import CROSS_LANGUAGE, TYPES, BilingualSet
 from bench.bilingual_run import BilingualRun, run_bilingual
-from bench.common import machine_info, print_table, write_json
-from bench.locomo import MISSING_DATASET
+from bench.common import machine_info, print_table
+from bench.locomo import run_on_dataset
 from bench.locomo_data import Conversation, dataset_path
 from bench.locomo_data import load as load_locomo
 from bench.locomo_run import ModelRun, run_model
@@ -182,16 +179,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    if not dataset_path().is_file():
-        print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
-        raise SystemExit(2)
-    payload = asyncio.run(main_async(args))
-    report(payload)
-    path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
-    print(f"\nwrote {path}")
-    return payload
-
+    return run_on_dataset(parse_args(argv), main_async, report)
 
 if __name__ == "__main__":
     main()

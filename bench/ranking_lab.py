@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.memory import keyword
-from app.memory.ranking import POOL, Candidate, RankingOptions, keyword_query, rerank, terms
+from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_of_counts, keyword_query, rerank, terms
 from bench.bilingual_data import BilingualSet
 from bench.exact import top_k
 from bench.locomo_data import CATEGORY_NAMES, Conversation
@@ -78,20 +78,7 @@ def pool_bm25(scope: LabScope, query: LabQuery, rows: np.ndarray, tokenizer: Cal
               k1: float = 1.2, b: float = 0.0) -> np.ndarray:
     """``app.memory.ranking.bm25_scores`` over ``rows`` (statistics of the pool), from cached tokens."""
     counts = scope.tokens(tokenizer.__name__, tokenizer)
-    docs = [counts[i] for i in rows]
-    out = np.zeros(len(docs), dtype=np.float64)
-    wanted = set(tokenizer(query.text))
-    if not docs or not wanted:
-        return out
-    lengths = np.array([sum(d.values()) for d in docs], dtype=np.float64)
-    norm = k1 * (1.0 - b + b * lengths / max(float(lengths.mean()), 1e-9))
-    for term in wanted:
-        tf = np.array([d.get(term, 0) for d in docs], dtype=np.float64)
-        df = int(np.count_nonzero(tf))
-        if df:
-            idf = np.log(1.0 + (len(docs) - df + 0.5) / (df + 0.5))
-            out += idf * tf * (k1 + 1.0) / (tf + norm)
-    return out
+    return bm25_of_counts([counts[i] for i in rows], set(tokenizer(query.text)), k1, b)
 
 
 def ordered(rows: np.ndarray, scores: np.ndarray) -> list[int]:

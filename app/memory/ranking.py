@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -133,9 +133,12 @@ def keyword_query(query: str) -> str:
 
 def bm25_scores(query: str, texts: Sequence[str], k1: float = 1.2, b: float = 0.0) -> np.ndarray:
     """Okapi BM25 (non-negative idf) of each text for ``query`` over stemmed terms, statistics over ``texts``."""
-    docs = [_profile(t)[0] for t in texts]
+    return bm25_of_counts([_profile(t)[0] for t in texts], set(terms(query)), k1, b)
+
+
+def bm25_of_counts(docs: Sequence[Mapping[str, int]], wanted: set[str], k1: float, b: float) -> np.ndarray:
+    """Okapi BM25 (non-negative idf) of documents given as term counts, for the terms ``wanted``."""
     out = np.zeros(len(docs), dtype=np.float64)
-    wanted = set(terms(query))
     if not docs or not wanted:
         return out
     lengths = np.array([sum(d.values()) for d in docs], dtype=np.float64)

@@ -10,29 +10,14 @@ import pytest
 
 from app.memory.embeddings.registry import available
 from tests.conftest import SettingsFactory
+from tests.rest.support import API, create_memory
 from tests.support.server import LiveServer, free_port, run_server
-
-API = "/api/lancedb"
-
-
-@pytest.fixture
-def client(live_server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server.url + API, timeout=30) as http:
-        yield http
-
-
-def _create(client: httpx.Client, text: str, **fields: object) -> str:
-    response = client.post("/memories", json={"text": text, **fields})
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["ok"] is True
-    return str(body["id"])
 
 
 def test_post_then_vector_search_finds_it_first_with_the_documented_shape(client: httpx.Client) -> None:
-    memory_id = _create(client, "the release train leaves on tuesday", scope="project:p", category="ops,release",
+    memory_id = create_memory(client, "the release train leaves on tuesday", scope="project:p", category="ops,release",
                         importance=0.9)
-    _create(client, "unrelated note about cats")
+    create_memory(client, "unrelated note about cats")
     response = client.get("/vector-search", params={"q": "the release train leaves on tuesday", "limit": 5})
     assert response.status_code == 200 and response.headers["X-Search-Mode"] == "vector"
     first = response.json()[0]
@@ -47,19 +32,19 @@ def test_post_then_vector_search_finds_it_first_with_the_documented_shape(client
 
 
 def test_a_duplicate_post_reports_the_match(client: httpx.Client) -> None:
-    first = _create(client, "same words twice")
+    first = create_memory(client, "same words twice")
     body = client.post("/memories", json={"text": "same words twice"}).json()
     assert body["id"] != first and body["duplicate"]["memory_id"] == first
 
 
 def test_keyword_search_finds_a_chinese_substring(client: httpx.Client) -> None:
-    memory_id = _create(client, "memory-mcp timestamp 必須用毫秒，與 OpenClaw 格式一致")
+    memory_id = create_memory(client, "memory-mcp timestamp 必須用毫秒，與 OpenClaw 格式一致")
     hits = client.get("/search", params={"q": "毫秒"}).json()
     assert [hit["id"] for hit in hits] == [memory_id]
 
 
 def test_list_is_newest_first_and_paginated(client: httpx.Client) -> None:
-    ids = [_create(client, f"note {i}", category="page") for i in range(5)]
+    ids = [create_memory(client, f"note {i}", category="page") for i in range(5)]
     page1 = client.get("/memories", params={"limit": 2, "category": "page"}).json()
     page2 = client.get("/memories", params={"limit": 2, "offset": 2, "category": "page"}).json()
     page3 = client.get("/memories", params={"limit": 2, "offset": 4, "category": "page"}).json()
@@ -67,7 +52,7 @@ def test_list_is_newest_first_and_paginated(client: httpx.Client) -> None:
 
 
 def test_get_patch_and_delete_a_memory(client: httpx.Client) -> None:
-    memory_id = _create(client, "patch me", category="a")
+    memory_id = create_memory(client, "patch me", category="a")
     assert client.get(f"/memories/{memory_id}").json()["text"] == "patch me"
     patched = client.patch(f"/memories/{memory_id}", json={"scope": "agent:claude-code", "category": "b,c",
                                                            "importance": 0.1})
@@ -108,7 +93,7 @@ def test_unknown_ids_are_404_with_a_code(client: httpx.Client) -> None:
 ])
 def test_bad_input_is_422_with_detail_and_code(client: httpx.Client, method: str, path: str,
                                                kwargs: dict[str, object], code: str) -> None:
-    _create(client, "a row that must survive")
+    create_memory(client, "a row that must survive")
     response = client.request(method.upper(), path, **kwargs)  # type: ignore[arg-type]
     assert response.status_code == 422, response.text
     assert response.json()["code"] == code and response.json()["detail"]
@@ -121,8 +106,8 @@ def test_text_over_the_limit_is_refused(client: httpx.Client) -> None:
 
 
 def test_stats_count_scopes_and_tags(client: httpx.Client) -> None:
-    _create(client, "one", category="a,b", scope="agent:x")
-    _create(client, "two", category="a")
+    create_memory(client, "one", category="a,b", scope="agent:x")
+    create_memory(client, "two", category="a")
     stats = client.get("/stats").json()
     assert stats["total"] == 2 and stats["scopes"] == {"agent:x": 1, "global": 1}
     assert stats["categories"] == {"a": 2, "b": 1} and stats["embedding"]["provider"] == "hash"
@@ -137,7 +122,7 @@ def test_stats_dimension_is_the_vector_length_as_a_number(client: httpx.Client) 
 def test_each_category_count_is_what_that_category_filter_lists(client: httpx.Client) -> None:
     # The documented meaning: memories per tag, a memory tagged a,b counting for both.
     for text, category in (("one", "deploy,ci"), ("two", "deploy"), ("three", "ci,docs,deploy"), ("four", None)):
-        _create(client, text, category=category)
+        create_memory(client, text, category=category)
     categories = client.get("/stats").json()["categories"]
     assert categories == {"deploy": 3, "ci": 2, "docs": 1}
     for tag, count in categories.items():

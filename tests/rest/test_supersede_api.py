@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from tests.conftest import SettingsFactory
-from tests.support.server import LiveServer, run_server
+from tests.rest.support import API, create_memory
+from tests.support.server import run_server
 
-API = "/api/lancedb"
 OLD = "timestamps must be milliseconds in every API payload"
 NEW = "timestamps are now seconds in every API payload"
 
 
-@pytest.fixture
-def client(live_server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server.url + API, timeout=30) as http:
-        yield http
-
-
-def _create(client: httpx.Client, text: str, **fields: object) -> str:
-    response = client.post("/memories", json={"text": text, **fields})
-    assert response.status_code == 200, response.text
-    return str(response.json()["id"])
 
 
 def _links(hits: list[dict[str, object]]) -> dict[object, tuple[object, object]]:
@@ -32,8 +20,8 @@ def _links(hits: list[dict[str, object]]) -> dict[object, tuple[object, object]]
 
 
 def test_a_superseded_memory_is_hidden_from_both_searches_until_asked_for(client: httpx.Client) -> None:
-    old = _create(client, OLD)
-    new = _create(client, NEW, supersedes=old)
+    old = create_memory(client, OLD)
+    new = create_memory(client, NEW, supersedes=old)
     current = {new: (old, None)}
     everything = {new: (old, None), old: (None, new)}
     for path, query in (("/vector-search", "timestamps API payload"), ("/search", "timestamps")):
@@ -57,8 +45,8 @@ def test_superseding_what_does_not_exist_is_refused_and_stores_nothing(
 
 
 def test_superseding_an_already_superseded_memory_is_409_naming_the_newer_one(client: httpx.Client) -> None:
-    old = _create(client, OLD)
-    new = _create(client, NEW, supersedes=old)
+    old = create_memory(client, OLD)
+    new = create_memory(client, NEW, supersedes=old)
     again = client.post("/memories", json={"text": "timestamps are microseconds", "supersedes": old})
     assert again.status_code == 409 and again.json()["code"] == "already_superseded"
     assert new in again.json()["detail"]
@@ -67,7 +55,7 @@ def test_superseding_an_already_superseded_memory_is_409_naming_the_newer_one(cl
 
 def test_a_near_duplicate_that_says_something_else_comes_with_a_hint(client: httpx.Client) -> None:
     text = "the release checklist: run the migrations, tag the build, announce it and watch errors for an hour"
-    first = _create(client, text)
+    first = create_memory(client, text)
     body = client.post("/memories", json={"text": text.replace("an hour", "two hours")}).json()
     assert body["duplicate"]["memory_id"] == first
     assert body["duplicate"]["hint"] == f"if this replaces {first}, remember with supersedes={first}"
