@@ -96,6 +96,8 @@ class Settings(BaseSettings):
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
+        # A rejected value may be a token or an API key: errors name the field, never echo the input.
+        hide_input_in_errors=True,
     )
 
     # --- server ---

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,11 @@ def test_a_blank_or_tiny_token_is_refused_rather_than_silently_locking_everyone_
 
 def test_agent_tokens_alone_count_as_auth_for_a_remote_bind(make_settings) -> None:
     assert Settings(host="0.0.0.0", agent_tokens={"agent-token-123": "codex"}).host == "0.0.0.0"
+
+
+def test_a_rejected_setting_never_echoes_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "tok-" + "s3cr3t" * 4
+    monkeypatch.setenv("MEMORY_MCP_AGENT_TOKENS", json.dumps({secret: {"agent": "ci", "allow": ["root:all"]}}))
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert "agent_tokens" in str(refused.value) and secret not in str(refused.value)
