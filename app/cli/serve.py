@@ -14,7 +14,8 @@ def add_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="start the server (one process, one worker)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1; others need a token)")
     serve.add_argument("--port", type=int, help="port (default 3002)")
-    serve.add_argument("--db", dest="db_path", help="LanceDB directory (default ~/.openclaw/memory/lancedb-pro)")
+    serve.add_argument("--db", dest="db_path",
+                       help="LanceDB directory or s3:// gs:// az:// URI (default ~/.openclaw/memory/lancedb-pro)")
     serve.add_argument("--provider", dest="embedding_provider", help="embedding provider (default local)")
     serve.add_argument("--kanban-db", dest="kanban_db", help="kanban SQLite file")
     serve.add_argument(
