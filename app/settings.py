@@ -59,6 +59,13 @@ def _agent_token(entry: object) -> AgentToken:
         ) from None
 
 
+def _json_object(value: object) -> object:
+    """A JSON object setting given as a string (blank: empty); anything else is left to validation."""
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else {}
+    return value
+
+
 def _split_list(value: object) -> object:
     """Accept a JSON list or a comma-separated string for list settings."""
     if isinstance(value, str):
@@ -175,8 +182,7 @@ class Settings(BaseSettings):
     @field_validator("agent_tokens", mode="before")
     @classmethod
     def _agent_tokens(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = json.loads(value) if value.strip() else {}
+        value = _json_object(value)
         if isinstance(value, dict):
             return {str(token): _agent_token(entry) for token, entry in value.items()}
         return value
@@ -210,8 +216,7 @@ class Settings(BaseSettings):
     @classmethod
     def _option_strings(cls, value: object) -> object:
         # LanceDB takes strings only; JSON true / 3 are what people write for allow_http / retries.
-        if isinstance(value, str):
-            value = json.loads(value) if value.strip() else {}
+        value = _json_object(value)
         if isinstance(value, dict):
             return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
         return value

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import free_port
+from tests.support.server import free_port, wait_until_ready
 
 REGION = "us-east-1"
 STARTUP_TIMEOUT_S = 60.0
@@ -60,22 +59,6 @@ class Bucket:
         }
 
 
-def _wait_until_ready(endpoint: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    with httpx.Client(timeout=2.0, trust_env=False) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {process.returncode} before it was ready")
-            try:
-                if client.get(f"{endpoint}/").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            # Waiting on another process's socket: a short back-off between probes, bounded by the deadline.
-            time.sleep(0.05)
-    raise RuntimeError(f"moto_server at {endpoint} not ready after {STARTUP_TIMEOUT_S} s")
-
-
 @pytest.fixture(scope="session")
 def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
     """``moto_server`` on 127.0.0.1 and a free port, for the whole session."""
@@ -87,7 +70,7 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
                                    stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_ready(endpoint, process)
+        wait_until_ready(endpoint, process, STARTUP_TIMEOUT_S, path="/", name="moto_server")
         yield MotoS3(endpoint=endpoint, process=process)
     finally:
         process.terminate()

@@ -161,21 +161,23 @@ def spawn_server(
             process.wait(30)
 
 
-def wait_until_ready(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
-    """Block until the server answers /healthz, or fail if it exits or the deadline passes."""
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], timeout: float, path: str = "/healthz",
+                     name: str = "server") -> None:
+    """Block until ``url + path`` answers 200, or fail if the process exits or the deadline passes."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2.0) as client:
+    # Loopback only: a proxy from the environment must not sit between the test and its own process.
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode} before it was ready")
+                raise RuntimeError(f"{name} exited with {process.returncode} before it was ready")
             try:
-                if client.get(f"{url}/healthz").status_code == 200:
+                if client.get(f"{url}{path}").status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             # Waiting on an external process's socket: a short back-off between probes, bounded by the deadline.
             time.sleep(0.05)
-    raise RuntimeError(f"server at {url} not ready after {timeout} s")
+    raise RuntimeError(f"{name} at {url} not ready after {timeout} s")
 
 
 def wait_until_loaded(url: str, process: subprocess.Popen[bytes], timeout: float, token: str | None = None) -> None:
