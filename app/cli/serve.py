@@ -43,7 +43,17 @@ def run(args: argparse.Namespace) -> int:
         for error in exc.errors():
             print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return EXIT_USAGE
-    # Heavy imports only once the settings passed: a refused bind answers at once, even on a busy machine.
+    # Bind before the app and its heavy imports: a busy port is an error at once, before anything
+    # says "ready".
+    try:
+        listener = bind_listener(settings.host, settings.port)
+    except OSError as exc:
+        print(f"memory-mcp: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}. "
+              "Is another memory-mcp already running? Stop it, or choose another port with --port "
+              "or MEMORY_MCP_PORT.", file=sys.stderr)
+        return EXIT_REFUSED
+
+    # Heavy imports only once the settings passed and the port is ours.
     import signal
 
     from app import heap
@@ -60,15 +70,6 @@ def run(args: argparse.Namespace) -> int:
             "anyone who can reach this port can read and write every memory",
             file=sys.stderr,
         )
-    # Bind before the app starts: a busy port is an error before anything says "ready".
-    try:
-        listener = bind_listener(settings.host, settings.port)
-    except OSError as exc:
-        print(f"memory-mcp: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}. "
-              "Is another memory-mcp already running? Stop it, or choose another port with --port "
-              "or MEMORY_MCP_PORT.", file=sys.stderr)
-        return EXIT_REFUSED
-
     def _exit_zero(signum: int, frame: object) -> None:
         raise SystemExit(EXIT_OK)
 
