@@ -334,6 +334,11 @@ def _doctor(args: argparse.Namespace) -> int:
         done = compact_table(settings)
         print(f"{'compacted' if done else 'not compacted (another instance holds the compaction lease)'} "
               f"{settings.db_uri}/{settings.table}", file=sys.stderr)
+    if args.fix:
+        from app.memory.store.diagnostics import fix_lock
+
+        for line in fix_lock(settings.db_path):
+            print(f"fixed: {line}", file=sys.stderr)
     checks = asyncio.run(_doctor_checks(args, settings))
     failed = [c for c in checks if c.status == "fail"]
     if args.json:
@@ -406,5 +411,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     _embedder_options(doctor)
     doctor.add_argument("--url", help="server URL to probe (default MEMORY_MCP_URL, else host:port from settings)")
     doctor.add_argument("--compact", action="store_true", help="compact the table's fragments first")
+    doctor.add_argument("--fix", action="store_true",
+                        help="repair what is safe first: a stale write lock, an earlier version's lock directory")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.set_defaults(handler=_command(_doctor))

@@ -21,7 +21,7 @@ import pytest
 
 from app.cli import main
 from app.cli.data import ProgressBar
-from app.memory.store.locks import MKDIR_LOCK_NAME, STALE_S
+from app.memory.store.locks import LOCK_DIR_NAME, LOCK_TARGET_NAME, STALE_S
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.memory.test_transfer import bulk_store
@@ -145,14 +145,33 @@ def test_doctor_is_all_ok_on_a_healthy_store_and_exits_1_on_a_model_mismatch(
 
 
 def test_doctor_reports_a_stale_write_lock(store: Settings, tmp_path: Path) -> None:
-    lock = store.db_path / MKDIR_LOCK_NAME
+    lock = store.db_path / LOCK_DIR_NAME
     lock.mkdir()
     old = time.time() - STALE_S * 6
     os.utime(lock, (old, old))
     result = cli(tmp_path, "doctor", "--json")
-    assert result.returncode == 1
+    assert result.returncode == 0  # a warning: the next writer takes a stale lock over
     [check] = [c for c in json.loads(result.stdout)["checks"] if c["status"] != "ok"]
-    assert check["name"] == "write_lock" and f"rmdir {lock}" in check["fix"]
+    assert check["name"] == "write_lock" and check["status"] == "warn" and "doctor --fix" in check["fix"]
+    assert lock.is_dir()
+    fixed = cli(tmp_path, "doctor", "--fix", "--json")
+    assert f"removed the stale write lock {lock}" in fixed.stderr and not lock.exists()
+    [after] = [c for c in json.loads(fixed.stdout)["checks"] if c["name"] == "write_lock"]
+    assert after["status"] == "ok"
+
+
+def test_doctor_fix_turns_an_earlier_versions_lock_directory_into_the_plugins_lock_file(
+        store: Settings, tmp_path: Path) -> None:
+    legacy = store.db_path / LOCK_TARGET_NAME
+    legacy.unlink(missing_ok=True)  # as an earlier memory-mcp left it: a directory at the file's path
+    legacy.mkdir()
+    old = time.time() - STALE_S * 6
+    os.utime(legacy, (old, old))
+    [check] = [c for c in json.loads(cli(tmp_path, "doctor", "--json").stdout)["checks"] if c["name"] == "write_lock"]
+    assert check["status"] == "warn" and "earlier memory-mcp" in check["detail"]
+    fixed = cli(tmp_path, "doctor", "--fix")
+    assert "replaced the lock directory" in fixed.stderr
+    assert legacy.is_file() and legacy.stat().st_size == 0
 
 
 def test_doctor_sees_a_running_server_and_its_store_beside_it(live_server: LiveServer,

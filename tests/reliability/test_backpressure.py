@@ -63,7 +63,7 @@ def _rss(server: ServerProcess) -> int:
 @pytest.mark.slow
 async def test_a_flood_behind_a_stalled_writer_gets_busy_and_every_accepted_write_lands(tmp_path: Path) -> None:
     env = server_env(tmp_path, MEMORY_MCP_WRITE_QUEUE_MAX=str(QUEUE_MAX), MEMORY_MCP_LOCK_TIMEOUT_S="120")
-    held = tmp_path / "lancedb" / locks.MKDIR_LOCK_NAME
+    held = tmp_path / "lancedb" / locks.LOCK_DIR_NAME
     with spawn_server(env, log_path=tmp_path / "server.log") as server:
         limits = httpx.Limits(max_connections=FLOOD)
         async with httpx.AsyncClient(timeout=60, limits=limits) as http:

@@ -1,10 +1,12 @@
 """Health checks of the memory store for ``memory-mcp doctor``: each says what is wrong and how to fix it.
 
-Every check only reads: nothing is created, locked or rewritten (a server may be running).
+Every check only reads: nothing is created, locked or rewritten (a server may be running); ``fix_lock``
+is the one repair, asked for with ``doctor --fix``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -15,8 +17,9 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from app.memory.embeddings.base import Embedder
+from app.memory.errors import StoreBusy
 from app.memory.store import connection
-from app.memory.store.locks import MKDIR_LOCK_NAME, STALE_S
+from app.memory.store.locks import LOCK_DIR_NAME, LOCK_TARGET_NAME, STALE_S, prepare_target
 from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_dimension
 from app.settings import Settings
 
@@ -143,21 +146,50 @@ def check_dimension(schema: pa.Schema, embedder: Embedder) -> Check:
 
 
 def check_lock(db_path: Path | str, now: float | None = None) -> Check:
+    """The write lock shared with memory-lancedb-pro: its target file and the lock directory
+    (``locks``), in proper-lockfile's terms."""
     if isinstance(db_path, str):
         return Check(name="write_lock", status="ok",
                      detail="object storage: no lock files; LanceDB's conditional puts order the writers")
-    lock = db_path / MKDIR_LOCK_NAME
+    target, lock = db_path / LOCK_TARGET_NAME, db_path / LOCK_DIR_NAME
+    if target.is_dir():
+        return Check(name="write_lock", status="warn",
+                     detail=f"{target} is a directory, the lock of an earlier memory-mcp; memory-lancedb-pro "
+                            "expects an empty file there",
+                     fix="`memory-mcp doctor --fix` (or the server's next start) replaces it once no writer holds it")
     try:
         age = (now or time.time()) - lock.stat().st_mtime
     except FileNotFoundError:
-        return Check(name="write_lock", status="ok", detail="no write lock held")
+        state = "present" if target.is_file() else "not created yet (made by the first write)"
+        return Check(name="write_lock", status="ok", detail=f"free; lock target {target} {state}")
     if age <= STALE_S:
-        return Check(name="write_lock", status="ok", detail=f"{lock} is held by a live writer ({age:.1f} s old)")
-    return Check(name="write_lock", status="fail",
-                 detail=f"stale write lock {lock}: {age:.0f} s old, its holder stopped refreshing it "
-                        f"(> {STALE_S:.0f} s)",
-                 fix=f"no writer holds it any more: remove it with `rmdir {lock}` (writers also remove it on "
-                     "their next write, after waiting)")
+        return Check(name="write_lock", status="ok",
+                     detail=f"held by a live writer: {lock} refreshed {age:.1f} s ago")
+    return Check(name="write_lock", status="warn",
+                 detail=f"stale write lock {lock}: not refreshed for {age:.0f} s (> {STALE_S:.0f} s), its holder "
+                        "stopped; the next writer takes it over",
+                 fix="`memory-mcp doctor --fix` removes it now")
+
+
+def fix_lock(db_path: Path | str, now: float | None = None) -> list[str]:
+    """What is safe to fix in the lock files: a stale lock directory is removed, an earlier memory-mcp's
+    lock directory at the target path becomes the target file. Returns one line per change."""
+    if isinstance(db_path, str):
+        return []
+    done = []
+    target, lock = db_path / LOCK_TARGET_NAME, db_path / LOCK_DIR_NAME
+    with contextlib.suppress(FileNotFoundError):
+        age = (now or time.time()) - lock.stat().st_mtime
+        if age > STALE_S:
+            os.rmdir(lock)
+            done.append(f"removed the stale write lock {lock} ({age:.0f} s old)")
+    if target.is_dir():
+        try:
+            prepare_target(db_path, time.monotonic())
+            done.append(f"replaced the lock directory {target} by the lock file memory-lancedb-pro expects")
+        except StoreBusy:
+            done.append(f"left {target}: an earlier memory-mcp holds it right now")
+    return done
 
 
 def check_fragments(table: Any) -> Check:

@@ -4,10 +4,16 @@ Two layers, always taken in this order and released in reverse:
 
 1. ``fcntl.flock`` on ``<db>/.memory-mcp-write.flock`` for our own processes: the kernel releases
    it when a holder dies, so our processes queue on it without polling.
-2. proper-lockfile's mkdir protocol on ``<db>/.memory-write.lock``, which memory-lancedb-pro
-   (OpenClaw) takes around its writes: the lock is a *directory*; ``mkdir`` is atomic, so whoever
-   creates it holds it. A holder refreshes the directory's mtime every few seconds; a directory
-   whose mtime is older than ``STALE_S`` belongs to a dead holder and may be removed.
+2. The lock memory-lancedb-pro (OpenClaw) takes around its writes, proper-lockfile's protocol on the
+   target file ``<db>/.memory-write.lock``: that file is an empty regular file that persists, and the
+   lock itself is the *directory* ``<db>/.memory-write.lock.lock``. ``mkdir`` is atomic, so whoever
+   creates it holds it. The holder refreshes the directory's mtime (proper-lockfile every 5 s, we every
+   ``REFRESH_S``); a directory not refreshed for ``STALE_S`` belongs to a dead holder, and the next
+   writer removes it and takes the lock. A holder that finds the mtime changed under it has lost the
+   lock (proper-lockfile calls it compromised) and must not remove the other holder's directory.
+
+Earlier memory-mcp versions took the lock as the directory ``<db>/.memory-write.lock`` itself; such a
+directory is turned back into the plugin's target file before the first lock (``prepare_target``).
 
 Both are blocking calls: take the lock in the writer thread, never on the event loop.
 
@@ -24,6 +30,7 @@ import fcntl
 import logging
 import os
 import random
+import stat
 import threading
 import time
 import weakref
@@ -36,9 +43,10 @@ from app.memory.errors import StoreBusy
 
 logger = logging.getLogger(__name__)
 
-MKDIR_LOCK_NAME = ".memory-write.lock"
+LOCK_TARGET_NAME = ".memory-write.lock"  # the plugin's lock target: an empty regular file that persists
+LOCK_DIR_NAME = LOCK_TARGET_NAME + ".lock"  # the lock itself (proper-lockfile's `${target}.lock`)
 FLOCK_NAME = ".memory-mcp-write.flock"
-STALE_S = 10.0  # proper-lockfile's default, and what memory-lancedb-pro uses
+STALE_S = 10.0  # what memory-lancedb-pro passes to proper-lockfile
 REFRESH_S = 2.5  # well inside STALE_S / 2, the refresh period proper-lockfile uses
 
 
@@ -76,14 +84,17 @@ class WriteLock:
     def __init__(self, db_path: Path, timeout_s: float = 30.0) -> None:
         self.db_path = db_path
         self.timeout_s = timeout_s
-        self.dir_path = db_path / MKDIR_LOCK_NAME
+        self.target_path = db_path / LOCK_TARGET_NAME
+        self.dir_path = db_path / LOCK_DIR_NAME
         self.flock_path = db_path / FLOCK_NAME
         self._thread_lock = threading.Lock()
+        self._target_ready = False
         # The refresher is one thread for the lock's lifetime, not one per commit: starting and
         # joining a thread each waits for a GIL hand-off, which costs milliseconds under load
         # (docs/performance.md, 'Write lock').
         self._held_guard = threading.Lock()  # the refresher touches only a directory we hold
         self._held = False
+        self._mtime_ns: int | None = None  # the lock directory's mtime as we last set it
         self._refresher: threading.Thread | None = None
 
     @contextlib.contextmanager
@@ -97,15 +108,19 @@ class WriteLock:
         if not self._thread_lock.acquire(timeout=self.timeout_s):
             raise StoreBusy("the memory store is busy (write lock held in this process); retry", retry_after_s=1)
         try:
-            with self._flock(deadline), self._mkdir_lock(deadline):
-                yield
+            with self._flock(deadline):
+                if not self._target_ready:
+                    prepare_target(self.db_path, deadline)
+                    self._target_ready = True
+                with self._dir_lock(deadline):
+                    yield
         finally:
             self._thread_lock.release()
 
     @contextlib.contextmanager
     def _flock(self, deadline: float) -> Iterator[None]:
         self.db_path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.flock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.flock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             _poll(lambda: _try_flock(fd), deadline, "another memory-mcp process")
             try:
@@ -116,7 +131,7 @@ class WriteLock:
             os.close(fd)
 
     @contextlib.contextmanager
-    def _mkdir_lock(self, deadline: float) -> Iterator[None]:
+    def _dir_lock(self, deadline: float) -> Iterator[None]:
         _poll(self._try_mkdir, deadline, "another writer (memory-lancedb-pro?)")
         with self._held_guard:
             self._held = True
@@ -129,31 +144,87 @@ class WriteLock:
         finally:
             with self._held_guard:
                 self._held = False
-                with contextlib.suppress(FileNotFoundError):
-                    os.rmdir(self.dir_path)
+                if self._still_ours():
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rmdir(self.dir_path)
+                else:
+                    logger.warning("write lock %s was taken over by another writer while we held it; "
+                                   "leaving it to that writer", self.dir_path)
 
     def _try_mkdir(self) -> bool:
-        try:
-            os.mkdir(self.dir_path)
+        """One attempt, as proper-lockfile makes it: mkdir; on a stale lock, remove it and mkdir once more."""
+        if self._mkdir():
             return True
-        except FileExistsError:
-            pass
         try:
             age = time.time() - os.stat(self.dir_path).st_mtime
         except FileNotFoundError:
-            return False  # released between our mkdir and stat: try again at once
-        if age > STALE_S:
-            logger.warning("removing stale write lock %s (%.1f s old)", self.dir_path, age)
-            with contextlib.suppress(FileNotFoundError, OSError):
-                os.rmdir(self.dir_path)
-        return False
+            return self._mkdir()  # released between our mkdir and stat
+        if age <= STALE_S:
+            return False
+        logger.warning("taking over the stale write lock %s (not refreshed for %.1f s)", self.dir_path, age)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError, OSError):
+            os.rmdir(self.dir_path)
+        return self._mkdir()
+
+    def _mkdir(self) -> bool:
+        try:
+            os.mkdir(self.dir_path)
+        except FileExistsError:
+            return False
+        self._mtime_ns = os.stat(self.dir_path).st_mtime_ns
+        return True
+
+    def _still_ours(self) -> bool:
+        try:
+            return os.stat(self.dir_path).st_mtime_ns == self._mtime_ns
+        except FileNotFoundError:
+            return False
 
     def touch_if_held(self) -> None:
-        """Refresh the lock directory's mtime if this process holds it (a holder's heartbeat)."""
+        """Refresh the lock directory's mtime if this process holds it (a holder's heartbeat); a lock
+        another writer took over meanwhile is left alone, as proper-lockfile leaves a compromised one."""
         with self._held_guard:
-            if self._held:
-                with contextlib.suppress(FileNotFoundError):
-                    os.utime(self.dir_path)
+            if not self._held:
+                return
+            if not self._still_ours():
+                logger.warning("write lock %s was taken over by another writer while we held it", self.dir_path)
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(self.dir_path)
+                self._mtime_ns = os.stat(self.dir_path).st_mtime_ns
+
+
+def prepare_target(db_path: Path, deadline: float) -> None:
+    """Make ``<db>/.memory-write.lock`` the plugin's lock target, an empty regular file.
+
+    An earlier memory-mcp took its lock by creating that path as a directory; a live one (refreshed
+    within ``STALE_S``) is waited for, then the directory is replaced by the file.
+
+    Raises:
+        StoreBusy: a legacy lock directory stayed live until ``deadline``.
+    """
+    target = db_path / LOCK_TARGET_NAME
+
+    def ready() -> bool:
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(target)
+            if not stat.S_ISDIR(info.st_mode):
+                return True
+            if time.time() - info.st_mtime <= STALE_S:
+                return False  # an earlier memory-mcp holds it right now
+            try:
+                os.rmdir(target)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+            logger.warning("replaced the lock directory %s of an earlier memory-mcp by the lock file "
+                           "memory-lancedb-pro expects", target)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+        return True
+
+    _poll(ready, deadline, "an earlier memory-mcp version (lock directory .memory-write.lock)")
 
 
 def _refresh_while_alive(lock: weakref.ref[WriteLock]) -> None:

@@ -47,7 +47,7 @@ async def test_300_concurrent_remembers_are_all_stored_with_unique_ids(make_sett
 async def test_a_full_write_queue_answers_busy_at_once_and_accepted_writes_complete(
         make_settings: SettingsFactory, tmp_path: Path) -> None:
     async with MemoryService.open(make_settings(write_queue_max=2)) as service:
-        held = tmp_path / "lancedb" / locks.MKDIR_LOCK_NAME
+        held = tmp_path / "lancedb" / locks.LOCK_DIR_NAME
         os.mkdir(held)  # another writer (as memory-lancedb-pro would) holds the lock: our writer waits
         tasks = [asyncio.create_task(service.remember(f"queued {i}")) for i in range(10)]
         with anyio.fail_after(10):
@@ -68,7 +68,7 @@ _EXTERNAL_WRITER = textwrap.dedent("""
     from datetime import timedelta
     import lancedb, numpy as np
     db_path, count = sys.argv[1], int(sys.argv[2])
-    lock = os.path.join(db_path, ".memory-write.lock")
+    lock = os.path.join(db_path, ".memory-write.lock.lock")
     table = lancedb.connect(db_path, read_consistency_interval=timedelta(0)).open_table("memories")
     dim = table.schema.field("vector").type.list_size
     print("ready", flush=True)
@@ -114,7 +114,7 @@ async def test_a_second_process_writing_the_same_table_loses_nothing(make_settin
 
 async def test_closing_drains_the_queue_so_every_acknowledged_write_is_stored(make_settings: SettingsFactory,
                                                                               tmp_path: Path) -> None:
-    held = tmp_path / "lancedb" / locks.MKDIR_LOCK_NAME
+    held = tmp_path / "lancedb" / locks.LOCK_DIR_NAME
     async with MemoryService.open(make_settings()) as service:
         os.mkdir(held)  # the writer blocks on the lock, so the writes below stay queued
         vectors = await service.embedder.embed_documents([f"late {i}" for i in range(20)])
@@ -164,11 +164,11 @@ def test_write_locks_exclude_each_other_across_handles(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert overlaps == 0 and not (tmp_path / locks.MKDIR_LOCK_NAME).exists()
+    assert overlaps == 0 and not (tmp_path / locks.LOCK_DIR_NAME).exists()
 
 
 def test_a_stale_mkdir_lock_is_taken_over(tmp_path: Path) -> None:
-    stale = tmp_path / locks.MKDIR_LOCK_NAME
+    stale = tmp_path / locks.LOCK_DIR_NAME
     os.mkdir(stale)
     old = time.time() - locks.STALE_S - 5
     os.utime(stale, (old, old))
@@ -178,7 +178,7 @@ def test_a_stale_mkdir_lock_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_live_mkdir_lock_makes_the_writer_wait_then_report_busy(tmp_path: Path) -> None:
-    os.mkdir(tmp_path / locks.MKDIR_LOCK_NAME)
+    os.mkdir(tmp_path / locks.LOCK_DIR_NAME)
     started = time.monotonic()
     with pytest.raises(StoreBusy), WriteLock(tmp_path, timeout_s=0.3).hold():
         pass
@@ -187,14 +187,13 @@ def test_a_live_mkdir_lock_makes_the_writer_wait_then_report_busy(tmp_path: Path
 
 def test_the_holder_refreshes_the_lock_mtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(locks, "REFRESH_S", 0.01)
-    path = tmp_path / locks.MKDIR_LOCK_NAME
+    path = tmp_path / locks.LOCK_DIR_NAME
     with WriteLock(tmp_path).hold():
-        old = time.time() - 60
-        os.utime(path, (old, old))
+        first = path.stat().st_mtime_ns
         deadline = time.monotonic() + 5
-        while time.time() - path.stat().st_mtime > 30 and time.monotonic() < deadline:
+        while path.stat().st_mtime_ns == first and time.monotonic() < deadline:
             time.sleep(0.01)  # polling an external condition (the refresher thread) with a deadline
-        assert time.time() - path.stat().st_mtime < 30
+        assert path.stat().st_mtime_ns > first
 
 
 def test_one_refresher_serves_every_hold_and_never_touches_a_lock_it_released(tmp_path: Path) -> None:
@@ -205,7 +204,7 @@ def test_one_refresher_serves_every_hold_and_never_touches_a_lock_it_released(tm
         with lock.hold():
             assert lock._refresher is first
     assert first is not None and first.is_alive()
-    path = tmp_path / locks.MKDIR_LOCK_NAME
+    path = tmp_path / locks.LOCK_DIR_NAME
     os.mkdir(path)  # now another process's lock
     old = time.time() - 60
     os.utime(path, (old, old))
