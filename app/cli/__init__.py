@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
-from app.cli import client, config, data, hooks, kanban, serve, stdio
+from app.cli import client, config, data, hooks, kanban, serve, stdio, table
 from app.cli.client import EXIT_USAGE
 
 # Claude Code treats exit 2 from a hook as "block the prompt"; a mistyped hook command must not do that.
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_commands(commands)
     kanban.add_commands(commands)
     data.add_commands(commands)
+    table.add_commands(commands)
     return parser
 
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from app.errors import InvalidInput, NotFound
 from app.memory.embeddings.base import Embedder
 from app.memory.errors import StoreBusy
-from app.memory.store import connection, filters
+from app.memory.store import connection, filters, table_format
 from app.memory.store.commits import is_retryable
 from app.memory.store.schema import build_schema, recorded_identity, vector_dimension
 from app.memory.store.table import Store
@@ -198,7 +198,7 @@ def open_target(settings: Settings, embedder: Embedder, template: pa.Schema | No
     db = connection.connect(settings)
     if not connection.table_exists(db, settings.table):
         with connection.commit_lock(settings).hold():
-            db.create_table(settings.table, schema=target_schema(template, embedder), exist_ok=True)
+            table_format.create(db, settings.table, target_schema(template, embedder), settings.storage_options)
     return Store.open(settings, embedder)
 
 

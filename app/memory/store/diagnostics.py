@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from app.memory.embeddings.base import Embedder
 from app.memory.errors import StoreBusy
-from app.memory.store import connection
+from app.memory.store import connection, table_format
 from app.memory.store.locks import LOCK_DIR_NAME, LOCK_TARGET_NAME, STALE_S, prepare_target
 from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_dimension
 from app.settings import Settings
@@ -249,8 +249,19 @@ def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
     checks.append(check_schema(schema))
     if embedder is not None:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
-    checks += [check_fragments(table), check_rows(table)]
+    checks += [check_format(settings), check_fragments(table), check_rows(table)]
     return checks
+
+
+def check_format(settings: Settings) -> Check:
+    """Whether memory-lancedb-pro's LanceDB can read the table's file format (``table_format``)."""
+    uri = f"{settings.db_uri}/{settings.table}.lance"
+    version = table_format.storage_version(uri, settings.storage_options)
+    if table_format.plugin_reads(version):
+        return Check(name="file_format", status="ok", detail=f"Lance format {version}, readable by memory-lancedb-pro")
+    return Check(name="file_format", status="fail",
+                 detail=f"Lance format {version}: memory-lancedb-pro's LanceDB 0.26 crashes reading it",
+                 fix="`memory-mcp rewrite-table` rewrites it in format 2.0 in place (a backup is kept)")
 
 
 def _first_line(exc: BaseException) -> str:

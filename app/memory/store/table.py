@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
-from app.memory.store import cache_sync, commits, connection, filters, retention, tail_merge
+from app.memory.store import cache_sync, commits, connection, filters, retention, table_format, tail_merge
 from app.memory.store.cache_sync import CacheSync
 from app.memory.store.locks import CommitLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
@@ -105,7 +105,7 @@ class Store:
             table = db.open_table(settings.table)
         except (FileNotFoundError, ValueError):
             with lock.hold():
-                table = _create(db, settings.table, build_schema(embedder))
+                table = _create(db, settings.table, build_schema(embedder), settings.storage_options)
         check_compatible(table.schema, embedder, where)
         appender = connection.connect(settings, consistent=False, session=session).open_table(settings.table)
         return cls(table, settings.db_path, lock, dimension=embedder.dimension if settings.vector_cache else None,
@@ -351,11 +351,11 @@ class Store:
 
 
 
-def _create(db: Any, name: str, schema: pa.Schema) -> Any:
+def _create(db: Any, name: str, schema: pa.Schema, storage_options: dict[str, str]) -> Any:
     """Create the table, or open it when another instance created it first: on object storage no lock
     spans instances, and LanceDB's conditional put of the first version lets one creator win."""
     try:
-        return db.create_table(name, schema=schema, exist_ok=True)
+        return table_format.create(db, name, schema, storage_options)
     except (OSError, ValueError, RuntimeError):
         return db.open_table(name)
 

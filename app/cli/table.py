@@ -1,0 +1,39 @@
+"""``memory-mcp rewrite-table``: rewrite a table memory-lancedb-pro cannot read (Lance format 2.2) as 2.0."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.cli import data
+from app.cli.output import print_json
+
+
+def _rewrite(args: argparse.Namespace) -> int:
+    from app.memory.store import connection, table_format
+
+    settings = data._settings(args)
+    uri = f"{settings.db_uri}/{settings.table}.lance"
+    if settings.db_dir is not None and not (settings.db_dir / f"{settings.table}.lance").is_dir():
+        raise data.UsageError(f"no table {settings.table!r} in {settings.db_uri}; check --db / --table")
+    done = table_format.rewrite(uri, connection.commit_lock(settings), settings.db_dir, settings.storage_options)
+    if args.json:
+        print_json({"before": done.before, "after": done.after, "rows": done.rows, "version": done.version,
+                    "backup": None if done.backup is None else str(done.backup)})
+    elif done.before == done.after:
+        print(f"nothing to do: {uri} is in Lance format {done.before}, which memory-lancedb-pro reads")
+    else:
+        print(f"rewrote {uri} from Lance format {done.before} to {done.after}: {done.rows} rows, "
+              f"now version {done.version}")
+        print(f"backup: {done.backup}" if done.backup else "the previous version stays in the table's history",
+              file=sys.stderr)
+    return data.EXIT_OK
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``rewrite-table``."""
+    rewrite = commands.add_parser(
+        "rewrite-table", help="rewrite the table in a Lance format memory-lancedb-pro can read (keeps a backup)")
+    data._store_options(rewrite)
+    rewrite.add_argument("--json", action="store_true", help="print the result as JSON")
+    rewrite.set_defaults(handler=lambda args: data._run(_rewrite, args))
