@@ -13,7 +13,8 @@ class Memory(BaseModel):
     id: str
     text: str
     scope: str
-    category: str = Field(description="Tags joined by commas (the memory-lancedb-pro column).")
+    category: str = Field(description="memory-lancedb-pro's storage category: preference, fact, decision, entity, "
+                          "reflection or other (the first tag that names one, else other).")
     tags: list[str]
     importance: float
     timestamp: int = Field(description="Creation time, milliseconds since the Unix epoch.")
@@ -102,9 +103,9 @@ class Stats(BaseModel):
     total: int = Field(description="Memories in the table.")
     scopes: dict[str, int] = Field(description="Memories per scope.")
     categories: dict[str, int] = Field(
-        description="Memories per tag: the category column holds tags joined by commas, and a memory tagged "
-        "a,b counts once for a and once for b. Each key is a valid category filter of the memory list, which "
-        "lists exactly that many memories."
+        description="Memories per storage category (memory-lancedb-pro's: preference, fact, decision, entity, "
+        "reflection, other). Each key is a valid category filter of the memory list, which lists exactly that "
+        "many memories."
     )
     embedding: EmbeddingInfo
     table_version: int | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from app.memory import categories
 from app.memory.models import Memory, MemoryHit
 from app.memory.scopes import agent_of
 from app.memory.store.schema import new_id, parse_metadata
@@ -29,7 +30,8 @@ SUPERSEDED_BY = "superseded_by"
 
 def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importance: float,
             agent: str | None, embedding_model: str, supersedes: str | None = None) -> dict[str, Any]:
-    """A fresh row with an 8-character id and a millisecond timestamp."""
+    """A fresh row with a UUID, a millisecond timestamp, the plugin's category for ``tags`` and the tags
+    themselves in the metadata."""
     timestamp = now_ms()
     metadata = {"created": iso(timestamp), "tags": tags, "agent": agent, "embedding_model": embedding_model,
                 "source": "memory-mcp"}
@@ -40,7 +42,7 @@ def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importan
         "text": text,
         "vector": vector,
         "scope": scope,
-        "category": ",".join(tags),
+        "category": categories.from_tags(tags),
         "importance": importance,
         "timestamp": timestamp,
         "metadata": json.dumps(metadata, ensure_ascii=False),
@@ -48,11 +50,11 @@ def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importan
 
 
 def tags_of(row: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
-    category = row.get("category")
-    if isinstance(category, str) and category:
-        return [part.strip() for part in category.split(",") if part.strip()]
+    """The metadata's tags; for an earlier version's row without them, the tags it kept in the column."""
     listed = metadata.get("tags")
-    return [str(t) for t in listed] if isinstance(listed, list) else []
+    if isinstance(listed, list):
+        return [str(t) for t in listed]
+    return categories.legacy_tags(row.get("category"))
 
 
 def link(metadata: dict[str, Any], key: str) -> str | None:
@@ -71,7 +73,7 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
         "id": str(row["id"]),
         "text": row.get("text") or "",
         "scope": scope,
-        "category": row.get("category") or "",
+        "category": categories.of_column(row.get("category")),
         "tags": tags_of(row, metadata),
         "importance": float(importance) if importance is not None else 0.7,
         "timestamp": int(row.get("timestamp") or 0),

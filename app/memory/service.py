@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.errors import InvalidInput
-from app.memory import hit_list, hybrid, keyword, supersede
+from app.memory import categories, hit_list, hybrid, keyword, supersede
 from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import Embedder, EmbeddingError, create_embedder
 from app.memory.errors import MemoryNotFound, ScopeForbidden, StoreBusy
@@ -202,7 +202,8 @@ class MemoryService:
     async def create(self, text: str, scope: str | None = None, category: str | None = None,
                      importance: float | None = None, *, caller: str | None = None,
                      supersedes: str | None = None) -> RememberResult:
-        """The REST form of ``remember``: ``category`` is the tags joined by commas."""
+        """The REST form of ``remember``: ``category`` is a storage category or tags joined by commas
+        (``categories.from_tags`` picks the column's value; all of them stay tags)."""
         return await self.remember(text, split_category(category), None, 0.7 if importance is None else importance,
                                    scope=scope, caller=caller, supersedes=supersedes)
 
@@ -223,7 +224,7 @@ class MemoryService:
             self._authorize(values["scope"], caller)
         if tags is not None:
             metadata["tags"] = check_tags(tags, self.settings)
-            values["category"] = ",".join(metadata["tags"])
+            values["category"] = categories.from_tags(metadata["tags"])
         if importance is not None:
             values["importance"] = check_importance(importance)
         if text is not None:
@@ -287,10 +288,11 @@ class MemoryService:
 
     async def list_memories(self, scope: str | None = None, category: str | None = None,
                             limit: int = 30, offset: int = 0) -> list[Memory]:
-        """Newest first; ``category`` matches one tag exactly (or the whole column if it holds commas)."""
+        """Newest first; ``category``: a storage category (``categories``), else one tag exactly."""
         category_filter = None
         if category is not None:
-            category_filter = filters.eq("category", category) if "," in category else filters.has_tag(category)
+            category_filter = (filters.category(category, categories.STORAGE_CATEGORIES)
+                               if category in categories.STORAGE_CATEGORIES else filters.tag(category))
         where = filters.all_of(self._scope_filter(None, scope), category_filter)
         return await self._page(where, limit, offset)
 
@@ -300,7 +302,7 @@ class MemoryService:
         tag_filter = None
         if tag is not None:
             [clean] = check_tags([tag], self.settings) or [""]
-            tag_filter = filters.has_tag(clean)
+            tag_filter = filters.tag(clean)
         where = filters.all_of(self._scope_filter(agent, None), tag_filter)
         return await self._page(where, limit, offset)
 
@@ -323,17 +325,15 @@ class MemoryService:
                               hint=supersede.first_hint(rows, text))
 
     async def stats(self) -> Stats:
-        """Counts per scope and per tag (a memory with two tags counts for both), and the embedding model."""
+        """Counts per scope and per storage category (``categories``), and the embedding model."""
         table = await asyncio.to_thread(self.store.scan, None, ["scope", "category"], None)
         scopes = Counter(s or GLOBAL for s in table.column("scope").to_pylist())
-        categories: Counter[str] = Counter()
-        for category in table.column("category").to_pylist():
-            # Split exactly as ``filters.has_tag`` matches, so each count is what that tag's filter lists.
-            categories.update({tag for tag in (category or "").split(",") if tag})
+        # Counted as ``filters.category`` matches, so each count is what that category's filter lists.
+        per_category = Counter(categories.of_column(c) for c in table.column("category").to_pylist())
         version = await asyncio.to_thread(self.store.version)
         embedding = EmbeddingInfo(provider=self.embedder.name, model=self.embedder.model,
                                   dimension=self.embedder.dimension)
-        return Stats(total=table.num_rows, scopes=dict(scopes), categories=dict(categories), embedding=embedding,
+        return Stats(total=table.num_rows, scopes=dict(scopes), categories=dict(per_category), embedding=embedding,
                      table_version=version)
 
     # --- helpers -------------------------------------------------------------------------------

@@ -48,7 +48,9 @@ class SearchHit(BaseModel):
     id: str
     text: str
     scope: str
-    category: str
+    category: str = Field(description="memory-lancedb-pro's storage category: preference, fact, decision, entity, "
+                          "reflection or other.")
+    tags: list[str]
     importance: float
     timestamp: int
     score: float = Field(
@@ -67,7 +69,8 @@ class SearchHit(BaseModel):
 
     @classmethod
     def of(cls, hit: MemoryHit) -> SearchHit:
-        return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, importance=hit.importance,
+        return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, tags=hit.tags,
+                   importance=hit.importance,
                    timestamp=hit.timestamp, score=hit.score, similarity=hit.similarity,
                    duplicate_ids=hit.duplicate_ids, supersedes=hit.supersedes, superseded_by=hit.superseded_by)
 
@@ -78,7 +81,9 @@ ScopeField = Annotated[
     Field(max_length=MAX_SCOPE_CHARS, description=f"{_SCOPE_HELP}; default global", json_schema_extra=_SCOPE_SCHEMA),
 ]
 Category = Annotated[
-    str, Field(description="Tags joined by commas; blank parts are dropped.", json_schema_extra={CATEGORY_MARK: True})
+    str, Field(description="A category (preference, fact, decision, entity, reflection, other) or tags joined by "
+               "commas: every part is kept as a tag, the first that names a category sets it (else other).",
+               json_schema_extra={CATEGORY_MARK: True})
 ]
 Importance = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 

@@ -76,7 +76,7 @@ def test_remember_with_agent_tags_and_importance_stores_them(
 
     assert [m["id"] for m in listed] == [created["id"]]
     assert listed[0]["scope"] == "agent:claude-code"
-    assert listed[0]["category"] == "build,ci"
+    assert listed[0]["category"] == "other" and listed[0]["tags"] == ["build", "ci"]
     assert listed[0]["importance"] == pytest.approx(0.9)
 
 

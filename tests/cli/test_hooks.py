@@ -279,8 +279,8 @@ def test_remember_stores_the_last_assistant_message_tagged_session_summary(
 
     stored = memories(live_server)
     assert (done.returncode, done.stdout) == (0, b"")
-    assert [(m["text"], m["scope"], m["category"]) for m in stored] == [
-        (TRANSCRIPT_SUMMARY, "agent:claude-code", "session-summary")
+    assert [(m["text"], m["scope"], m["category"], m["tags"]) for m in stored] == [
+        (TRANSCRIPT_SUMMARY, "agent:claude-code", "other", ["session-summary"])
     ]
 
 

@@ -21,9 +21,10 @@ def test_post_then_vector_search_finds_it_first_with_the_documented_shape(client
     response = client.get("/vector-search", params={"q": "the release train leaves on tuesday", "limit": 5})
     assert response.status_code == 200 and response.headers["X-Search-Mode"] == "vector"
     first = response.json()[0]
-    assert set(first) == {"id", "text", "scope", "category", "importance", "timestamp", "score", "similarity",
-                          "duplicate_ids", "supersedes", "superseded_by"}
-    assert first["id"] == memory_id and first["scope"] == "project:p" and first["category"] == "ops,release"
+    assert set(first) == {"id", "text", "scope", "category", "tags", "importance", "timestamp", "score",
+                          "similarity", "duplicate_ids", "supersedes", "superseded_by"}
+    assert first["id"] == memory_id and first["scope"] == "project:p"
+    assert first["category"] == "other" and first["tags"] == ["ops", "release"]  # neither names a plugin category
     assert first["importance"] == 0.9 and first["score"] == pytest.approx(1.0, abs=1e-5)
     assert first["similarity"] == pytest.approx(1.0, abs=1e-5) and first["duplicate_ids"] == []
     assert first["timestamp"] > 1_600_000_000_000  # milliseconds
@@ -106,11 +107,11 @@ def test_text_over_the_limit_is_refused(client: httpx.Client) -> None:
 
 
 def test_stats_count_scopes_and_tags(client: httpx.Client) -> None:
-    create_memory(client, "one", category="a,b", scope="agent:x")
+    create_memory(client, "one", category="a,decision", scope="agent:x")
     create_memory(client, "two", category="a")
     stats = client.get("/stats").json()
     assert stats["total"] == 2 and stats["scopes"] == {"agent:x": 1, "global": 1}
-    assert stats["categories"] == {"a": 2, "b": 1} and stats["embedding"]["provider"] == "hash"
+    assert stats["categories"] == {"decision": 1, "other": 1} and stats["embedding"]["provider"] == "hash"
 
 
 def test_stats_dimension_is_the_vector_length_as_a_number(client: httpx.Client) -> None:
@@ -120,13 +121,16 @@ def test_stats_dimension_is_the_vector_length_as_a_number(client: httpx.Client) 
 
 
 def test_each_category_count_is_what_that_category_filter_lists(client: httpx.Client) -> None:
-    # The documented meaning: memories per tag, a memory tagged a,b counting for both.
-    for text, category in (("one", "deploy,ci"), ("two", "deploy"), ("three", "ci,docs,deploy"), ("four", None)):
+    # The documented meaning: memories per memory-lancedb-pro category; other words are tags.
+    for text, category in (("one", "deploy,decision"), ("two", "preference"), ("three", "ci,docs,deploy"),
+                           ("four", None)):
         create_memory(client, text, category=category)
     categories = client.get("/stats").json()["categories"]
-    assert categories == {"deploy": 3, "ci": 2, "docs": 1}
-    for tag, count in categories.items():
-        assert len(client.get("/memories", params={"category": tag}).json()) == count, tag
+    assert categories == {"decision": 1, "preference": 1, "other": 2}
+    for name, count in categories.items():
+        listed = client.get("/memories", params={"category": name}).json()
+        assert len(listed) == count and {m["category"] for m in listed} == {name}, name
+    assert {m["text"] for m in client.get("/memories", params={"category": "deploy"}).json()} == {"one", "three"}
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_memory_panel_adds_finds_edits_and_deletes_a_memory(
         memory_id = edited.get_attribute("data-id")
         stored = httpx.get(f"{server.url}/api/lancedb/memories/{memory_id}").json()
         assert stored["text"] == FACT + "（已確認）"
-        assert stored["category"] == "decision,format,confirmed"
+        assert stored["category"] == "decision" and stored["tags"] == ["decision", "format", "confirmed"]
 
         dialogs: list[str] = []
         page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))

@@ -9,6 +9,7 @@ from input. LIKE patterns additionally escape ``%``, ``_`` and ``\\`` so a value
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Literal
@@ -75,6 +76,30 @@ def has_tag(tag: str) -> str:
     patterns = [f"{escaped},%", f"%,{escaped}", f"%,{escaped},%"]
     likes = [f"category LIKE {literal(p)} ESCAPE '\\'" for p in patterns]
     return "(" + " OR ".join([f"category = {literal(tag)}", *likes]) + ")"
+
+
+def category(name: str, storage: tuple[str, ...]) -> str:
+    """Rows whose storage category is ``name`` (one of ``storage``); for the last one, ``other``, also every
+    row whose column holds no storage category (null, another writer's word, an earlier version's tags)."""
+    if name != storage[-1]:
+        return eq("category", name)
+    return f"(category IS NULL OR category NOT IN ({', '.join(literal(c) for c in storage[:-1])}))"
+
+
+# Rust regex metacharacters (escaping any other character is an error there).
+_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$#&\-~])")
+
+
+def metadata_tag(tag: str) -> str:
+    """``metadata`` (a JSON object) lists ``tag`` in its ``tags`` array, in any JSON spacing."""
+    encoded = json.dumps(tag, ensure_ascii=False)
+    pattern = r'"tags":\s*\[(?:"(?:[^"\\]|\\.)*",\s*)*' + _REGEX_META.sub(r"\\\1", encoded) + r"\s*[,\]]"
+    return f"regexp_like(metadata, {literal(pattern)})"
+
+
+def tag(name: str) -> str:
+    """Rows tagged ``name``: in their metadata, or in the column of an earlier version's rows."""
+    return f"({has_tag(name)} OR {metadata_tag(name)})"
 
 
 def all_of(*clauses: str | None) -> str | None:

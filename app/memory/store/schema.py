@@ -1,8 +1,9 @@
 """Table layout shared with memory-lancedb-pro, and the embedding identity kept in its metadata.
 
 The columns are memory-lancedb-pro's (OpenClaw writes the same directory), so the schema is a
-contract: ``id``, ``text``, ``vector`` (fixed-size float32 list), ``scope``, ``category`` (tags
-joined by commas), ``importance``, ``timestamp`` (milliseconds) and ``metadata`` (a JSON string).
+contract: ``id`` (a UUID), ``text``, ``vector`` (fixed-size float32 list), ``scope``, ``category`` (one of
+the plugin's storage categories, ``categories``), ``importance``, ``timestamp`` (milliseconds) and
+``metadata`` (a JSON string; our tags live there).
 Extra columns in an existing table are tolerated and never touched.
 """
 
@@ -26,7 +27,6 @@ EMBEDDING_METADATA_KEY = b"memory_mcp.embedding"
 REQUIRED_COLUMNS = ("id", "text", "vector", "scope", "category", "importance", "timestamp", "metadata")
 # Every column but the vector: what reads return (vectors are large and rarely needed).
 ROW_COLUMNS = ("id", "text", "scope", "category", "importance", "timestamp", "metadata")
-SHORT_ID_CHARS = 8
 
 
 def build_schema(embedder: Embedder) -> pa.Schema:
@@ -112,8 +112,9 @@ def check_compatible(schema: pa.Schema, embedder: Embedder, where: Path | str) -
 
 
 def new_id() -> str:
-    """An 8-character id (the memory-lancedb-pro short-UUID form); collisions are checked on insert."""
-    return uuid.uuid4().hex[:SHORT_ID_CHARS]
+    """A random UUID, the form memory-lancedb-pro writes: unique across instances without coordination
+    (122 random bits; the 8-character ids of earlier versions keep working)."""
+    return str(uuid.uuid4())
 
 
 def parse_metadata(raw: object) -> dict[str, Any]:

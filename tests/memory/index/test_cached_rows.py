@@ -64,7 +64,7 @@ def test_keyword_ranks_from_the_cache_as_from_lancedb(
 
 def test_a_filter_the_cache_cannot_answer_is_scanned_in_lancedb(make_settings: SettingsFactory) -> None:
     cached, _ = _stores(make_settings)
-    where = filters.all_of(filters.eq("scope", "global"), filters.has_tag("t"))
+    where = filters.all_of(filters.eq("scope", "global"), filters.tag("t"))
     table = cached.scan_columns(where, ["id", "text"])
     assert sorted(table.column("text").to_pylist()) == sorted(TEXTS)
 

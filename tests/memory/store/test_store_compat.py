@@ -62,7 +62,8 @@ async def test_a_memory_lancedb_pro_table_opens_unchanged(make_settings: Setting
         await service.stats()
     after = _snapshot(db_path)
     assert after == before
-    assert memory.text == "legacy memory 0" and memory.timestamp == 1_700_000_000_000 and memory.tags == ["fact"]
+    assert memory.text == "legacy memory 0" and memory.timestamp == 1_700_000_000_000
+    assert memory.tags == [] and memory.category == "fact"
     assert memory.metadata["source"] == "openclaw"
     assert {h.id for h in hits} == set(ids) and [m.id for m in listed] == list(reversed(ids))
 
