@@ -2,18 +2,19 @@
 
     python -m bench.shared_table                              # 10k, 50k, 100k with the local model
     python -m bench.shared_table --sizes 10000 --provider hash --seconds 10
+    python -m bench.shared_table --sizes 100000 --interval 0.1 --compact  # a commit every 0.1 s, one compaction
 
-Per size, the speed benchmark's memories are bulk-loaded and served by a real server process
-(``python -m app.cli serve``). Two phases of ``--seconds`` each run the same load: ``--recallers``
-clients recalling one query after another (REST vector search) and ``--rememberers`` clients
-remembering new texts. In the second, another OS process, modelled on OpenClaw's memory-lancedb-pro,
-writes the table directly with LanceDB under the mkdir lock it takes: every 0.5 s it appends a memory,
-updates one (its importance, or its text and vector) and deletes one, and halfway through it appends
-100 in a burst. Each row it appends on the beat, and the burst's last, is recalled by its text until
-it comes back: the time from its commit to that answer is how long a foreign row takes to become
-recallable (probing all hundred at once would measure the probes' own load). Printed: recall and
-remember p50/p99 per phase and the ratios shared / quiet, that time's p50/p99, and errors. Results go
-to ``bench/results/shared_table.json``.
+Per size, the speed benchmark's memories are bulk-loaded and served by a real server process (``python
+-m app.cli serve``). Two phases of ``--seconds`` each run the same load: ``--recallers`` clients
+recalling one query after another (REST vector search) and ``--rememberers`` clients remembering new
+texts. In the second, another OS process, modelled on OpenClaw's memory-lancedb-pro, writes the table
+directly with LanceDB under the lock it takes: every ``--interval`` seconds (0.5) it appends a memory,
+updates one (its importance, or its text and vector) and deletes one, halfway through it appends 100 in
+a burst, and with ``--compact`` it compacts the table once, a quarter of the way in. Each row it appends
+on the beat, and the burst's last, is recalled by its text until it comes back: the time from its commit
+to that answer is how long a foreign row takes to become recallable (probing all hundred at once would
+measure the probes' own load). Printed: recall and remember p50/p99 per phase and the ratios shared /
+quiet, that time's p50/p99, and errors. Results go to ``bench/results/shared_table.json``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ K = 10
 
 # --- the other process -------------------------------------------------------------------------------
 
-def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
+def foreign_writer(db: str, pool_path: str, seconds: float, tick_s: float = TICK_S, compact: bool = False) -> int:
     """Write the table like memory-lancedb-pro for ``seconds``; one JSON line per append on stdout."""
     import lancedb
 
@@ -65,9 +66,9 @@ def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
     lock = WriteLock(Path(db), timeout_s=60)
     existing = table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist()
     rng = random.Random(7)  # noqa: S311 - a workload, not a secret
-    victims = rng.sample(existing, min(len(existing), int(seconds / TICK_S) * 2 + 10))
+    victims = rng.sample(existing, min(len(existing), int(seconds / tick_s) * 2 + 10))
     victim = iter(victims * 2)
-    counts = {"append": 0, "update": 0, "delete": 0, "errors": 0}
+    counts = {"append": 0, "update": 0, "delete": 0, "compact": 0, "errors": 0}
     used = 0
 
     def commit(kind: str, change: Any) -> None:
@@ -106,6 +107,8 @@ def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
             values = {"text": pool[(used + 7) % len(pool)], "vector": vectors[(used + 7) % len(pool)].tolist()}
         commit("update", lambda t=target, v=values: table.update(where=f"id = '{t}'", values=v))
         commit("delete", lambda t=doomed: table.delete(f"id = '{t}'"))
+        if compact and not counts["compact"] and time.monotonic() - start >= seconds / 4:
+            commit("compact", lambda: table.optimize())  # as the plugin's index fold does, under its lock
         if not burst_done and time.monotonic() - start >= seconds / 2:
             burst_done = True
             burst_start = time.time()
@@ -113,7 +116,7 @@ def foreign_writer(db: str, pool_path: str, seconds: float) -> int:
                 append(probe=i == BURST - 1)  # the burst is recallable when its last row is
             print(json.dumps({"burst": [burst_start, time.time()]}), flush=True)
         tick += 1
-        time.sleep(max(0.0, start + tick * TICK_S - time.monotonic()))  # the plugin's pace, not a sync
+        time.sleep(max(0.0, start + tick * tick_s - time.monotonic()))  # the plugin's pace, not a sync
     print(json.dumps({"done": counts}), flush=True)
     return 0
 
@@ -175,10 +178,10 @@ async def _recallable(url: str, memory_id: str, text: str, committed: float) -> 
         await connection.close()
 
 
-async def _foreign(db: Path, pool: Path, seconds: float, url: str) -> dict[str, Any]:
+async def _foreign(db: Path, pool: Path, args: argparse.Namespace, url: str) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.shared_table", "--foreign-writer", str(db), str(pool), str(seconds),
-        stdout=asyncio.subprocess.PIPE, cwd=srv.REPO)
+        sys.executable, "-m", "bench.shared_table", "--foreign-writer", str(db), str(pool), str(args.seconds),
+        str(args.interval), "compact" if args.compact else "", stdout=asyncio.subprocess.PIPE, cwd=srv.REPO)
     assert process.stdout is not None  # noqa: S101 - PIPE was asked for
     probes: list[asyncio.Task[float | None]] = []
     done: dict[str, int] = {}
@@ -218,7 +221,7 @@ async def phase(url: str, args: argparse.Namespace, texts: list[str],
         await asyncio.gather(*loads)
         other: dict[str, Any] = {}
     else:
-        *_, other = await asyncio.gather(*loads, _foreign(*foreign, args.seconds, url))
+        *_, other = await asyncio.gather(*loads, _foreign(*foreign, args, url))
     out = {"recall": _summary([t for _, t in recall]), "remember": _summary([t for _, t in remember]),
            "errors": recall_errors[0] + remember_errors[0] + len(other.get("writer_errors", [])) +
            other.get("never_recallable", 0),
@@ -241,7 +244,7 @@ def _summary(values: Sequence[float], scale: float = 1000.0, unit: str = "ms") -
 
 async def run_size(size: int, embedder: CachingEmbedder, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     data = await corpus(embedder, size)
-    pool_texts = textgen.sentences(int(args.seconds / TICK_S) + BURST + 20, seed=size + 29)
+    pool_texts = textgen.sentences(int(args.seconds / args.interval) + BURST + 20, seed=size + 29)
     pool = tmp / f"pool-{size}.json"
     pool.write_text(json.dumps(pool_texts))
     np.save(str(pool) + ".npy", await embed_cached(embedder, pool_texts))
@@ -285,8 +288,8 @@ def report(payload: dict[str, Any]) -> None:
              row("foreign row recallable p99 s", lambda s: s["shared"]["foreign"]["recallable"]["p99_s"]),
              row("burst of appends s", lambda s: round(s["shared"]["foreign"]["burst"][1]
                                                       - s["shared"]["foreign"]["burst"][0], 2)),
-             row("foreign appends / updates / deletes", lambda s: "/".join(
-                 str(s["shared"]["foreign"]["writes"].get(k, 0)) for k in ("append", "update", "delete"))),
+             row("foreign appends / updates / deletes / compactions", lambda s: "/".join(
+                 str(s["shared"]["foreign"]["writes"].get(k, 0)) for k in ("append", "update", "delete", "compact"))),
              row("recalls (quiet / shared)", lambda s: _pair(s, "recall", "n")),
              row("remembers (quiet / shared)", lambda s: _pair(s, "remember", "n")),
              row("errors (quiet / shared)", lambda s: f"{s['quiet']['errors']}/{s['shared']['errors']}"),
@@ -304,7 +307,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     await embedder.load()
     payload: dict[str, Any] = {"machine": machine_info(), "targets": TARGETS, "model": embedder.identity,
                                "load": {"recallers": args.recallers, "rememberers": args.rememberers,
-                                        "seconds": args.seconds, "tick_s": TICK_S, "burst": BURST}, "sizes": []}
+                                        "seconds": args.seconds, "tick_s": args.interval, "burst": BURST,
+                                        "foreign_compaction": args.compact}, "sizes": []}
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
         for size in args.sizes:
             started = time.perf_counter()
@@ -321,6 +325,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--recallers", type=int, default=2, help="concurrent recall clients")
     parser.add_argument("--rememberers", type=int, default=4, help="concurrent remember clients")
     parser.add_argument("--provider", default="local", help="embedding provider (hash for a quick run)")
+    parser.add_argument("--interval", type=float, default=TICK_S, help="seconds between the other process's writes")
+    parser.add_argument("--compact", action="store_true", help="the other process also compacts the table once")
     parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
     parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
     parser.add_argument("--output", default="shared_table", help="result file name (no .json)")
@@ -339,5 +345,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--foreign-writer"]:
-        sys.exit(foreign_writer(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+        sys.exit(foreign_writer(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]),
+                                sys.argv[6:7] == ["compact"]))
     main()

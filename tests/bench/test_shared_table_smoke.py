@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def test_shared_table_on_300_memories_reports_both_phases_and_the_foreign_rows(tmp_path: Path) -> None:
     shared_table.main(["--provider", "hash", "--sizes", "300", "--seconds", "3", "--recallers", "1",
                        "--rememberers", "2", "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path),
-                       "--output", "smoke"])
+                       "--output", "smoke", "--interval", "0.2", "--compact"])
     payload = json.loads((tmp_path / "smoke.json").read_text())
     [size] = payload["sizes"]
     assert size["size"] == 300 and size["bulk_load"]["rows"] == 300
@@ -27,6 +27,7 @@ def test_shared_table_on_300_memories_reports_both_phases_and_the_foreign_rows(t
     foreign = size["shared"]["foreign"]
     writes = foreign["writes"]
     assert writes["append"] > shared_table.BURST and writes["update"] >= 1 and writes["delete"] >= 1
+    assert writes["compact"] == 1
     assert writes["errors"] == 0 and foreign["never_recallable"] == 0
     assert foreign["recallable"]["n"] >= 2  # the beat's rows and the burst's last
     assert 0 < foreign["recallable"]["p99_s"] < shared_table.RECALLABLE_TIMEOUT_S

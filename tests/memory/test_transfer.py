@@ -309,4 +309,4 @@ async def test_doctor_checks_pass_on_a_healthy_store(make_settings: SettingsFact
               diagnostics.check_lock(settings.db_path), await diagnostics.check_embedder(HashEmbedder())]
     assert [(c.name, c.status) for c in checks if c.status != "ok"] == []
     assert [c.name for c in checks] == ["db_path", "table", "schema", "embedding_model", "vector_dimension",
-                                        "fragments", "rows", "write_lock", "embedder"]
+                                        "file_format", "fragments", "rows", "write_lock", "embedder"]

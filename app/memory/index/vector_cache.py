@@ -69,10 +69,12 @@ class VectorCache(CachedReads):
         self._bounds = ScoreBounds(self.dimension, previous.basis if previous is not None else None)
         self._generation = getattr(self, "_generation", 0) + 1  # row positions of earlier snapshots are void
         self._position: dict[str, int] = {}
+        # Other writers may store an id twice; every copy stays searchable (earlier copies here).
+        self._copies: dict[str, list[int]] = {}
         self._scopes: dict[str | None, int] = {}
 
     def __len__(self) -> int:
-        return len(self._position)
+        return len(self._position) + sum(len(c) for c in self._copies.values())
 
     @property
     def nbytes(self) -> int:
@@ -138,17 +140,21 @@ class VectorCache(CachedReads):
         schema = self._rows.schema or batch.select(names).schema
         self._rows.append_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
 
-    def _append(self, rows: list[dict[str, Any]], matrix: np.ndarray) -> None:
-        self._index([r.get("id") for r in rows], [r.get("scope") for r in rows], matrix)
+    def _append(self, rows: list[dict[str, Any]], matrix: np.ndarray, *, replace: bool = False) -> None:
+        self._index([r.get("id") for r in rows], [r.get("scope") for r in rows], matrix, replace=replace)
         self._rows.append_rows(rows)
 
-    def _index(self, ids: list[Any], scopes: list[Any], matrix: np.ndarray) -> None:
+    def _index(self, ids: list[Any], scopes: list[Any], matrix: np.ndarray, *, replace: bool = False) -> None:
+        """Add rows; ``replace``: each replaces the row of its id (an update), else a second row with an id
+        is one more copy (another writer's duplicate), kept alive."""
         self._reserve(self._n + len(ids))
         self._matrix.put(self._n, matrix)
         self._bounds.put(self._n, matrix)
         for memory_id, scope in zip(ids, scopes, strict=True):
-            if memory_id in self._position:  # the newest copy of an id wins
-                self._alive[self._position[memory_id]] = False
+            if replace:
+                self._drop([memory_id])
+            elif memory_id in self._position:
+                self._copies.setdefault(memory_id, []).append(self._position[memory_id])
             i = self._n
             self._alive[i] = True
             self._scope_codes[i] = self._scopes.setdefault(scope, len(self._scopes))  # null stays null, as in SQL
@@ -180,13 +186,6 @@ class VectorCache(CachedReads):
             with self._lock:
                 self._flights.remove(before)
 
-    def known_ids(self, ids: Sequence[str]) -> set[str] | None:
-        """Which of ``ids`` exist, when the cache is current enough to say (else None: ask the table)."""
-        with self._lock:
-            if self.version is None:
-                return None
-            return {i for i in ids if i in self._position}
-
     def is_current(self, version: int) -> bool:
         """Whether ``search`` at ``version`` would answer (our own commit in flight counts as current)."""
         with self._lock:
@@ -208,9 +207,10 @@ class VectorCache(CachedReads):
         return self.version >= version or (version == self.version + 1 and self.version in self._flights)
 
     def invalidate(self) -> None:
-        """Mark the cache stale: the next search reloads it."""
+        """Mark the cache stale: the next search reloads it (a load in progress is abandoned)."""
         with self._lock:
             self.version = None
+            self._generation += 1
 
     def _advance(self, before: int, after: int, *, one_commit: bool = True) -> bool:
         """True when the cache was at ``before`` (so the change may be applied); else it stays as it is.
@@ -253,7 +253,7 @@ class VectorCache(CachedReads):
             vector = values.get("vector")
             with self._stale_on_disk_error():
                 matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
-                self._append([row], matrix.reshape(1, -1))
+                self._append([row], matrix.reshape(1, -1), replace=True)
 
     @contextmanager
     def _stale_on_disk_error(self) -> Iterator[None]:
@@ -314,9 +314,11 @@ class VectorCache(CachedReads):
             position = self._position.pop(memory_id, None)
             if position is not None:
                 self._alive[position] = False
+            for copy in self._copies.pop(memory_id, ()):
+                self._alive[copy] = False
 
     def _maybe_compact(self) -> None:
-        dead = self._n - len(self._position)
+        dead = self._n - len(self)
         if self._n and dead / self._n > COMPACT_DEAD_SHARE:
             self._compact()
 
@@ -340,8 +342,11 @@ class VectorCache(CachedReads):
         for batch in rows.to_batches():
             self._rows.append_batch(batch)
         self._reserve(len(keep))
-        ids = rows.column("id").to_pylist()
-        self._position = {memory_id: i for i, memory_id in enumerate(ids)}
+        self._position, self._copies = {}, {}
+        for i, memory_id in enumerate(rows.column("id").to_pylist()):
+            if memory_id in self._position:
+                self._copies.setdefault(memory_id, []).append(self._position[memory_id])
+            self._position[memory_id] = i
         self._alive[: len(keep)] = True
         self._scope_codes[: len(keep)] = codes
         self._n = len(keep)

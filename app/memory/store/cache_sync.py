@@ -63,6 +63,12 @@ class CacheSync:
         self.last_fallback = ""  # why the last change could not be read as one
         self.dataset = _open_dataset(table, storage_options or {})
 
+    def use_table(self, table: Any, storage_options: dict[str, str] | None = None) -> None:
+        """Follow a new table at the same place (another process dropped and created it again)."""
+        with self._busy:
+            self.table = table
+            self.dataset = _open_dataset(table, storage_options or {})
+
     # --- entry points -----------------------------------------------------------------------------
 
     def load(self) -> None:

@@ -65,5 +65,24 @@ def to_arrow(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
         elif all(field.name in r for r in rows):
             arrays.append(pa.array([r[field.name] for r in rows], type=field.type))
         else:
-            arrays.append(pa.nulls(len(rows), type=field.type))
+            arrays.append(_absent(field, len(rows)))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _absent(field: pa.Field, rows: int) -> pa.Array:
+    """A column our rows do not have (another writer added it): null, or where the column refuses nulls
+    (LanceDB makes ``add_columns`` columns non-nullable), the type's zero, so appends still succeed."""
+    if field.nullable:
+        return pa.nulls(rows, type=field.type)
+    kind = field.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        zero: object = ""
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        zero = b""
+    elif pa.types.is_boolean(kind):
+        zero = False
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_timestamp(kind):
+        zero = 0
+    else:
+        return pa.nulls(rows, type=kind)  # no zero to give: LanceDB's error names the column
+    return pa.array([zero] * rows, type=kind)

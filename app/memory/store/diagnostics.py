@@ -209,14 +209,20 @@ ROW_BATCH = 4_096
 
 
 def check_rows(table: Any) -> Check:
-    """Rows other writers may have left unusable: timestamps in seconds, vectors with no direction."""
+    """Rows other writers may have left unusable: timestamps in seconds, vectors with no direction, ids
+    stored twice (both copies stay searchable, but a change by id changes both)."""
     in_seconds = unusable = rows = 0
     names = table.schema.names
-    columns = [c for c in ("timestamp", "vector") if c in names]
+    columns = [c for c in ("id", "timestamp", "vector") if c in names]
     if not columns:
-        return Check(name="rows", status="ok", detail="no timestamp or vector column to check")
+        return Check(name="rows", status="ok", detail="no id, timestamp or vector column to check")
+    seen: set[Any] = set()
+    repeated: set[Any] = set()
     for batch in table.search().select(columns).limit(None).to_batches(ROW_BATCH):
         rows += batch.num_rows
+        if "id" in columns:
+            for memory_id in batch.column("id").to_pylist():
+                (repeated if memory_id in seen else seen).add(memory_id)
         if "timestamp" in columns:
             stamps = np.asarray(batch.column("timestamp").to_numpy(zero_copy_only=False), dtype=np.float64)
             in_seconds += int(np.count_nonzero((stamps > 0) & (stamps < SECONDS_BELOW_MS)))
@@ -232,11 +238,15 @@ def check_rows(table: Any) -> Check:
         problems.append(f"{in_seconds} rows have a timestamp in seconds (the table uses milliseconds)")
     if unusable:
         problems.append(f"{unusable} rows have a zero, missing or non-finite vector (never found by recall)")
+    if repeated:
+        shown = ", ".join(sorted(str(i) for i in repeated)[:5]) + (", ..." if len(repeated) > 5 else "")
+        problems.append(f"{len(repeated)} ids are stored more than once ({shown}); "
+                        "every copy is found, and a change or delete by id applies to all of them")
     if not problems:
-        return Check(name="rows", status="ok", detail=f"{rows} rows: timestamps in ms, vectors usable")
+        return Check(name="rows", status="ok", detail=f"{rows} rows: ids unique, timestamps in ms, vectors usable")
     return Check(name="rows", status="warn", detail="; ".join(problems),
-                 fix="fix the writer that made them (timestamps in ms since the epoch; real embeddings), then "
-                     "`memory-mcp export` and `memory-mcp import` the corrected rows, or `memory-mcp reembed`")
+                 fix="fix the writer that made them (unique ids; timestamps in ms since the epoch; real embeddings), "
+                     "then `memory-mcp export` and `memory-mcp import` the corrected rows, or `memory-mcp reembed`")
 
 
 def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +31,7 @@ from app.memory.index import SearchBatcher, VectorCache, with_cosines
 from app.memory.store import cache_sync, commits, connection, filters, retention, table_format, tail_merge
 from app.memory.store.cache_sync import CacheSync
 from app.memory.store.locks import CommitLock
-from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible, new_id
+from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible
 from app.memory.store.version_probe import VersionProbe
 from app.settings import Settings
 
@@ -56,12 +57,18 @@ class Store:
 
     def __init__(self, table: Any, db_path: Path | str, lock: CommitLock, *, dimension: int | None = None,
                  appender: Any | None = None, storage_options: dict[str, str] | None = None,
-                 load_cache: bool = True) -> None:
+                 load_cache: bool = True, opener: Callable[[bool], Any] | None = None) -> None:
         """``dimension`` given: keep a vector cache and search through it, loaded here (blocking) or, with
         ``load_cache=False``, by a background thread while searches use LanceDB (the server's start-up).
         ``appender``: the same table opened without read consistency, for appends (see ``add``).
-        ``db_path``: the local directory, or the object-store URI (a str) with its ``storage_options``."""
+        ``db_path``: the local directory, or the object-store URI (a str) with its ``storage_options``.
+        ``opener(consistent)``: opens the table again, for when another process recreates it."""
         self.table = table
+        self._opener = opener
+        # Held to swap the handles when the table is recreated, and by every commit, so no commit runs
+        # on a handle of the dropped table (``_on_new_table``).
+        self._handles = threading.RLock()
+        self._new_table = False  # set by the probe when another process recreated the table
         self.appender = table if appender is None else appender
         self._appender_version: int | None = None  # the version the appender is known to be at
         self.db_path = db_path
@@ -75,7 +82,7 @@ class Store:
         self.id_index_tried = False  # once per process: a failure would fail again
         self.batcher: SearchBatcher | None = None
         self.versions_dir = retention.versions_dir(db_path, table.name)
-        self.probe = VersionProbe(self.versions_dir, self.version)
+        self.probe = VersionProbe(self.versions_dir, self.version, on_new_table=self._on_new_table)
         if dimension is not None:
             scratch = db_path if isinstance(db_path, Path) else None  # object storage: the temp dir
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=scratch)
@@ -108,8 +115,19 @@ class Store:
                 table = _create(db, settings.table, build_schema(embedder), settings.storage_options)
         check_compatible(table.schema, embedder, where)
         appender = connection.connect(settings, consistent=False, session=session).open_table(settings.table)
+
+        def opener(consistent: bool) -> Any:
+            # A fresh session: the old one still knows the dropped table and would hand it back.
+            db = connection.connect(settings, consistent=consistent, session=lancedb.Session(
+                index_cache_size_bytes=INDEX_CACHE_BYTES, metadata_cache_size_bytes=METADATA_CACHE_BYTES))
+            try:
+                return db.open_table(settings.table)
+            except (FileNotFoundError, ValueError):
+                return _create(db, settings.table, build_schema(embedder), settings.storage_options)
+
         return cls(table, settings.db_path, lock, dimension=embedder.dimension if settings.vector_cache else None,
-                   appender=appender, storage_options=settings.storage_options, load_cache=load_cache)
+                   appender=appender, storage_options=settings.storage_options, load_cache=load_cache,
+                   opener=opener)
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -117,6 +135,7 @@ class Store:
         return int(self.table.version)
 
     def count(self, where: str | None = None) -> int:
+        self._follow_new_table()
         return int(self.table.count_rows(where))
 
     def size_hint(self) -> int:
@@ -124,6 +143,7 @@ class Store:
         return len(self.cache) if self.cache is not None else self.count()
 
     def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table:
+        self._follow_new_table()
         query = self.table.search()
         if where:
             query = query.where(where)
@@ -189,6 +209,7 @@ class Store:
     def lancedb_search(self, vector: np.ndarray, where: str | None, limit: int,
                        columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """LanceDB's exact flat scan (any filter); ``columns``: only those row columns."""
+        self._follow_new_table()
         query = self.table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
@@ -222,7 +243,7 @@ class Store:
     # --- writes (caller holds no lock; each method takes it around its commit) -----------------
 
     def add(self, rows: list[dict[str, Any]]) -> None:
-        """Append rows in one commit, giving colliding short ids fresh ones first.
+        """Append rows in one commit (their ids are random UUIDs: no collision check).
 
         The append goes through ``appender``, a handle with no read consistency, brought to the newest
         version only when the version read under the lock says another commit came in between. With a
@@ -232,7 +253,6 @@ class Store:
         """
 
         def commit(version: int | None) -> Any:
-            self._fix_id_collisions(rows, version)
             schema = self._schema_at(version)
             appender = self._appender_at(version)
             result = appender.add(commits.to_arrow(rows, schema))
@@ -279,9 +299,18 @@ class Store:
         """
 
         def locked() -> T:
+            with self._handles:
+                return in_place()
+
+        def in_place() -> T:
+            if self.versions_dir is not None and not self.versions_dir.is_dir():
+                self._on_new_table("it is gone; created again")  # never commit onto a dropped table's path
+                self._follow_new_table()
+            self.probe.current()  # finds a recreated table first (``_on_new_table``)
+            self._follow_new_table()
+            before = self.probe.current()
             if self.cache is None:
                 return change(None)
-            before = self.probe.current()
             if self.sync is not None and (self.cache.version or before) < before:
                 # Another writer committed since the cache last caught up: take that in first, so this
                 # commit applies in place (a compaction's rows would otherwise be read back as new).
@@ -293,6 +322,37 @@ class Store:
 
         return commits.locked_with_retry(self.lock, locked)
 
+    def _on_new_table(self, reason: str) -> None:
+        """Another process dropped the table and created it again (``VersionProbe``, under its lock): the
+        cache forgets the old table before any search sees the new version; the handles follow it before
+        the next commit or LanceDB read (``_follow_new_table``)."""
+        logger.warning("the memory table at %s is a new table (%s): another process dropped and created it; "
+                       "reloading the vector cache and writing to the new table", self.versions_dir, reason)
+        if self.cache is not None:
+            self.cache.invalidate()
+        self._new_table = True
+
+    def _follow_new_table(self) -> None:
+        """Open the new table in place of the dropped one's handles, and load the cache from it."""
+        if not self._new_table or self._opener is None:
+            return
+        with self._handles:
+            if not self._new_table:
+                return
+            try:
+                self.table, self.appender = self._opener(True), self._opener(False)
+            except Exception:  # noqa: BLE001 - dropped and not created yet: the next request retries
+                logger.warning("the memory table is not there yet; retrying on the next request", exc_info=True)
+                return
+            self._new_table = False
+            self._appender_version = None
+            self._schema = None
+            self.id_index_tried = False
+            self.probe.adopt()
+            if self.sync is not None:
+                self.sync.use_table(self.table, self.storage_options)
+                self.sync.start_background()
+
     def _after_rewrite(self, cache: VectorCache, _: object, before: int) -> None:
         after = self.version()  # optimize returns no version
         cache.apply_rewrite(before, after)
@@ -300,33 +360,6 @@ class Store:
         # left behind is not comparable: it catches up later, the compaction included.)
         if cache.version == after and self.count() != len(cache):
             cache.invalidate()
-
-    def _fix_id_collisions(self, rows: list[dict[str, Any]], version: int | None) -> None:
-        for _ in range(10):
-            ids = [row["id"] for row in rows]
-            taken = self._taken_ids(ids, version)
-            seen: set[str] = set()
-            clashes = 0
-            for row in rows:
-                if row["id"] in taken or row["id"] in seen:
-                    row["id"] = new_id()
-                    clashes += 1
-                seen.add(row["id"])
-            if not clashes:
-                return
-            logger.info("regenerated %d colliding memory ids", clashes)
-        raise RuntimeError("could not find free memory ids")
-
-    def _taken_ids(self, ids: list[str], version: int | None) -> set[str]:
-        """Which ids exist: a dict lookup in a cache at ``version`` (the table's, read under the lock
-        the caller holds), else an IN-list scan."""
-        # Strictly at the table's version: our commit is in flight here, and ``is_current`` would
-        # accept that even if another process had added rows since.
-        if self.cache is not None and version is not None and self.cache.version == version:
-            taken = self.cache.known_ids(ids)
-            if taken is not None:
-                return taken
-        return {r["id"] for r in self._scan_rows(ids, ["id"])}  # not the cache: it may be behind
 
     def _appender_at(self, version: int | None) -> Any:
         """The append handle, moved to the newest version unless it is known to be at ``version``.

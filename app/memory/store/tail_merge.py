@@ -14,19 +14,37 @@ back (``restore_vectors``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import lancedb
 import pyarrow as pa
 from lancedb.index import BTree
 
+from app.memory.index import VectorCache
 from app.memory.store import filters
 
-if TYPE_CHECKING:
-    from app.memory.index import VectorCache
-    from app.memory.store.table import Store
-
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    """What a tail merge needs of the store (``table.Store``), so this module need not import it."""
+
+    table: Any
+    db_path: Path | str
+    storage_options: dict[str, str]
+    id_index_tried: bool
+
+    def version(self) -> int: ...
+
+    def count(self, where: str | None = None) -> int: ...
+
+    def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table: ...
+
+    def commit(self, change: Callable[[int | None], T], tell: Callable[[VectorCache, T, int], None]) -> T: ...
 
 
 def merge_tail(store: Store, rows: int) -> int:

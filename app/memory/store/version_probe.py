@@ -20,6 +20,13 @@ Two shortcuts, each falling back to LanceDB when it cannot be sure:
   unreadable hint, a hinted manifest that is not there (V1 naming, or a cleanup racing us): ask LanceDB.
 
 Tables not on a local disk (object storage) have no such directory and are always asked.
+
+The probe also tells a new table from the old one: another process may drop the table and create it
+again, and the new one counts its versions from 1. A version number is then no identity: the cache or
+an append handle at version 7 would take the new table's version 7 for its own (and an append would
+commit the dropped table's files onto it). So each answer from the files also compares the inodes of
+the table and version directories, and every answer the version number with the highest seen; a change
+of either calls ``on_new_table`` once, under the probe's lock, before any caller gets the new version.
 """
 
 from __future__ import annotations
@@ -76,13 +83,17 @@ class VersionProbe:
     """``current()`` = the table's version: cached while the directory is quiet, else from its files,
     else ``read()`` (LanceDB)."""
 
-    def __init__(self, versions_dir: Path | None, read: Callable[[], int], *, quiet_ns: int = QUIET_NS) -> None:
+    def __init__(self, versions_dir: Path | None, read: Callable[[], int], *, quiet_ns: int = QUIET_NS,
+                 on_new_table: Callable[[str], None] | None = None) -> None:
         self.versions_dir = versions_dir if versions_dir is not None and versions_dir.is_dir() else None
         self._read = read
         self.quiet_ns = quiet_ns
-        self._lock = threading.Lock()
+        self.on_new_table = on_new_table
+        self._lock = threading.RLock()  # held through ``on_new_table``: no reader sees the new table before it ran
         self._stamp: tuple[int, int] | None = None
         self._version = 0
+        self._highest = 0
+        self._identity = self._inodes()
         self.reads = 0  # answers from LanceDB
         self.file_reads = 0  # answers from the directory's files
 
@@ -99,10 +110,26 @@ class VersionProbe:
         else:
             version = self._read()
             self.reads += 1
+        identity = self._inodes()
         with self._lock:
             quiet = stamp is not None and time.time_ns() - stamp[1] > self.quiet_ns
             self._stamp, self._version = (stamp if quiet else None), version
+            reason = None
+            if identity is not None and self._identity is not None and identity != self._identity:
+                reason = f"its directory was made anew (now at version {version})"
+            elif version < self._highest:
+                reason = f"its version went back from {self._highest} to {version}"
+            self._identity = identity if identity is not None else self._identity
+            self._highest = version if reason else max(self._highest, version)
+            if reason and self.on_new_table is not None:
+                self.on_new_table(reason)
         return version
+
+    def adopt(self) -> None:
+        """Take the table now at the path as the one to compare against (after following a new one)."""
+        identity = self._inodes()
+        with self._lock:
+            self._identity, self._highest, self._stamp = identity, 0, None
 
     def _stat(self) -> tuple[int, int] | None:
         if self.versions_dir is None:
@@ -112,3 +139,12 @@ class VersionProbe:
         except OSError:
             return None
         return info.st_ino, info.st_mtime_ns
+
+    def _inodes(self) -> tuple[int, int] | None:
+        """The inodes of the table directory and its version directory (None: not on a local disk)."""
+        if self.versions_dir is None:
+            return None
+        try:
+            return os.stat(self.versions_dir.parent).st_ino, os.stat(self.versions_dir).st_ino
+        except OSError:
+            return None
