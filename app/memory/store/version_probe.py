@@ -24,9 +24,11 @@ Tables not on a local disk (object storage) have no such directory and are alway
 The probe also tells a new table from the old one: another process may drop the table and create it
 again, and the new one counts its versions from 1. A version number is then no identity: the cache or
 an append handle at version 7 would take the new table's version 7 for its own (and an append would
-commit the dropped table's files onto it). So each answer from the files also compares the inodes of
-the table and version directories, and every answer the version number with the highest seen; a change
-of either calls ``on_new_table`` once, under the probe's lock, before any caller gets the new version.
+commit the dropped table's files onto it). So each answer also compares the inodes of the table and
+version directories, the version number with the highest seen, and the manifest file of the last
+version seen with what it was (the kernel reuses a dropped table's inodes, but never for a file with
+the same mtime); a change calls ``on_new_table`` once, under the probe's lock, before any caller gets
+the new version.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ class VersionProbe:
         self._version = 0
         self._highest = 0
         self._identity = self._inodes()
+        # A version and its manifest's (inode, mtime): inodes of a dropped table are reused by the next
+        # files created, but a new table's manifest of the same version is another file, written later.
+        self._known: tuple[int, tuple[int, int]] | None = None
         self.reads = 0  # answers from LanceDB
         self.file_reads = 0  # answers from the directory's files
 
@@ -119,8 +124,12 @@ class VersionProbe:
                 reason = f"its directory was made anew (now at version {version})"
             elif version < self._highest:
                 reason = f"its version went back from {self._highest} to {version}"
+            elif self._known is not None and self._manifest_mark(self._known[0]) not in (None, self._known[1]):
+                reason = f"its version {self._known[0]} is another file now (now at version {version})"
             self._identity = identity if identity is not None else self._identity
             self._highest = version if reason else max(self._highest, version)
+            mark = self._manifest_mark(version)
+            self._known = (version, mark) if mark is not None else self._known
             if reason and self.on_new_table is not None:
                 self.on_new_table(reason)
         return version
@@ -129,7 +138,17 @@ class VersionProbe:
         """Take the table now at the path as the one to compare against (after following a new one)."""
         identity = self._inodes()
         with self._lock:
-            self._identity, self._highest, self._stamp = identity, 0, None
+            self._identity, self._highest, self._stamp, self._known = identity, 0, None, None
+
+    def _manifest_mark(self, version: int) -> tuple[int, int] | None:
+        """(inode, mtime) of ``version``'s manifest (V2 naming), or None when it is not there (cleaned up)."""
+        if self.versions_dir is None:
+            return None
+        try:
+            info = os.stat(self.versions_dir / manifest_name(version))
+        except OSError:
+            return None
+        return info.st_ino, info.st_mtime_ns
 
     def _stat(self) -> tuple[int, int] | None:
         if self.versions_dir is None:

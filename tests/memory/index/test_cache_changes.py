@@ -39,7 +39,7 @@ def test_changes_from_a_version_the_cache_is_not_at_change_nothing() -> None:
     assert not cache.apply_changes(4, 6, {"a"}, _table(["d"], 2))
     assert cache.version == 5 and _ids(cache, 5) == ["a", "b", "c"]
     rewritten = _table(["d", "b"], 3)
-    assert cache.apply_changes(5, 7, {"a"}, rewritten)
+    assert cache.apply_changes(5, 7, {"a", "b"}, rewritten)  # a rewritten row is gone from its fragment
     assert cache.version == 7 and _ids(cache, 7) == ["b", "c", "d"]
     assert cache.rows(["b"], 7) == [{"id": "b", "text": "text of b", "scope": "global"}]
     hit = cache.search(np.asarray(rewritten["vector"][1].as_py(), dtype=np.float32), None, 1, 7)
