@@ -6,6 +6,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,23 @@ def make_plugin(install: Path, tmp_path: Path) -> Iterator[PluginFactory]:
         driver.close()
 
 
+ServerFactory = Callable[[], AbstractContextManager["Rest"]]
+
+
 @pytest.fixture
-def server_factory(settings: Settings) -> Callable[[], Any]:
-    return lambda: run_server(settings)
+def serve(settings: Settings) -> ServerFactory:
+    """Start memory-mcp on ``db_path`` later in a test (after the plugin made the table); yields its REST API."""
+
+    @contextmanager
+    def started() -> Iterator[Rest]:
+        with run_server(settings) as server:
+            client = Rest(server.url)
+            try:
+                yield client
+            finally:
+                client.client.close()
+
+    return started
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import lancedb
 
-from interop.conftest import DIM, PluginFactory, Rest, doc_vector, query_vector, wait_for
-from tests.support.server import LiveServer
+from interop.conftest import DIM, PluginFactory, Rest, ServerFactory, doc_vector, query_vector, wait_for
+from interop.plugin import PluginDriver
 
 #: How long both write; the issue's figure is 60 s, a quicker local run sets e.g. 10.
 SECONDS = float(os.environ.get("MEMORY_MCP_INTEROP_SECONDS", "60"))
@@ -25,11 +25,17 @@ def _table_ids(db_path: Path) -> list[str]:
 
 
 def test_both_write_concurrently_without_losing_or_doubling_a_row(
-    live: LiveServer, rest: Rest, db_path: Path, make_plugin: PluginFactory
+    db_path: Path, make_plugin: PluginFactory, serve: ServerFactory
 ) -> None:
-    first = rest.remember("memory-mcp created the table")
+    # The plugin makes the table, so this asks only about concurrent writers (test_one_table covers the rest).
     plugin = make_plugin()
     plugin.init(db_path, DIM)
+    with serve() as rest:
+        _write_concurrently(rest, plugin, db_path)
+
+
+def _write_concurrently(rest: Rest, plugin: PluginDriver, db_path: Path) -> None:
+    first = plugin.store("the plugin created the table", doc_vector("the plugin created the table"))["id"]
     deadline = time.monotonic() + SECONDS
 
     def mcp_writes() -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interop.conftest import DIM, PluginFactory, Rest, doc_vector, query_vector, wait_for
+from interop.conftest import DIM, PluginFactory, Rest, ServerFactory, doc_vector, query_vector, wait_for
 from tests.support.server import LiveServer
 
 #: memory-lancedb-pro's storage categories (its MemoryEntry["category"]).
@@ -44,28 +44,24 @@ def test_plugin_reads_searches_updates_and_deletes_rows_memory_mcp_created(
 
 
 def test_memory_mcp_serves_a_table_the_plugin_created(
-    db_path: Path, make_plugin: PluginFactory, server_factory: object
+    db_path: Path, make_plugin: PluginFactory, serve: ServerFactory
 ) -> None:
     plugin = make_plugin()
     plugin.init(db_path, DIM)
     texts = ["the cache warms at boot", "rotate the API keys every quarter"]
     plugin_ids = [plugin.store(text, doc_vector(text), category="fact")["id"] for text in texts]
 
-    with server_factory() as live:  # type: ignore[operator]
-        rest = Rest(live.url)
-        try:
-            for memory_id, text in zip(plugin_ids, texts, strict=True):
-                response = rest.get(memory_id)
-                assert response.status_code == 200, response.text
-                assert response.json()["text"] == text
-            assert rest.recall(texts[1], limit=1)[0]["id"] == plugin_ids[1]
+    with serve() as rest:
+        for memory_id, text in zip(plugin_ids, texts, strict=True):
+            response = rest.get(memory_id)
+            assert response.status_code == 200, response.text
+            assert response.json()["text"] == text
+        assert rest.recall(texts[1], limit=1)[0]["id"] == plugin_ids[1]
 
-            mine = "the on-call rota lives in the wiki"
-            my_id = rest.remember(mine, category="fact")
-            row = wait_for(lambda: plugin.get(my_id), what="the plugin reads memory-mcp's row")
-            assert row["text"] == mine
-            assert plugin.vector_search(query_vector(mine), limit=1)[0]["entry"]["id"] == my_id
-            assert plugin.count() == 3
-            assert rest.stats()["total"] == 3
-        finally:
-            rest.client.close()
+        mine = "the on-call rota lives in the wiki"
+        my_id = rest.remember(mine, category="fact")
+        row = wait_for(lambda: plugin.get(my_id), what="the plugin reads memory-mcp's row")
+        assert row["text"] == mine
+        assert plugin.vector_search(query_vector(mine), limit=1)[0]["entry"]["id"] == my_id
+        assert plugin.count() == 3
+        assert rest.stats()["total"] == 3

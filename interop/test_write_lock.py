@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from app.memory.store.locks import WriteLock
-from interop.conftest import DIM, PluginFactory, Rest, doc_vector
-from tests.support.server import LiveServer
+from interop.conftest import DIM, PluginFactory, Rest, ServerFactory, doc_vector
+from interop.plugin import PluginDriver
 
 HOLD_MS = 3000
 
@@ -18,30 +18,42 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# The plugin creates the table in both tests, so they ask only about the locks (test_one_table covers a
+# table memory-mcp created).
+
+
 def test_memory_mcp_write_waits_for_the_plugins_lock_then_succeeds(
-    live: LiveServer, rest: Rest, db_path: Path, make_plugin: PluginFactory
+    db_path: Path, make_plugin: PluginFactory, serve: ServerFactory
 ) -> None:
-    rest.remember("written before the plugin came")
     plugin = make_plugin()
     plugin.init(db_path, DIM)
     plugin.store("the plugin wrote once, so its lock target exists", doc_vector("the plugin wrote once"))
 
-    held = plugin.hold_lock(HOLD_MS)
-    with ThreadPoolExecutor(1) as pool:
-        write = pool.submit(lambda: (rest.remember("written while the plugin held its lock"), _now_ms()))
-        released_at = int(held.done.result(60)["releasedAt"])
-        memory_id, finished_at = write.result(120)
-    assert finished_at >= released_at, f"memory-mcp committed {released_at - finished_at} ms inside the plugin's lock"
-    assert plugin.get(memory_id) is not None
-    assert rest.stats()["total"] == 3
+    with serve() as rest:
+        rest.remember("written before the plugin took its lock")
+        held = plugin.hold_lock(HOLD_MS)
+        with ThreadPoolExecutor(1) as pool:
+            write = pool.submit(lambda: (rest.remember("written while the plugin held its lock"), _now_ms()))
+            released_at = int(held.done.result(60)["releasedAt"])
+            memory_id, finished_at = write.result(120)
+        assert finished_at >= released_at, (
+            f"memory-mcp committed {released_at - finished_at} ms inside the plugin's lock"
+        )
+        assert plugin.get(memory_id) is not None
+        assert rest.stats()["total"] == 3
 
 
 def test_plugin_write_waits_for_memory_mcps_lock_then_succeeds(
-    live: LiveServer, rest: Rest, db_path: Path, make_plugin: PluginFactory
+    db_path: Path, make_plugin: PluginFactory, serve: ServerFactory
 ) -> None:
-    rest.remember("memory-mcp created the table")
     plugin = make_plugin()
     plugin.init(db_path, DIM)
+    with serve() as rest:
+        rest.remember("memory-mcp wrote once")
+        _plugin_waits_for(rest, plugin, db_path)
+
+
+def _plugin_waits_for(rest: Rest, plugin: PluginDriver, db_path: Path) -> None:
 
     locked, release = threading.Event(), threading.Event()
     released_at: list[int] = []
