@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -173,9 +174,9 @@ def test_memory_mcp_embedding_settings_win_field_by_field(
     assert "overridden by MEMORY_MCP_EMBEDDING_MODEL, MEMORY_MCP_EMBEDDING_DIMENSIONS" in plugin.describe()
 
 
-def test_start_up_and_doctor_say_where_the_settings_came_from_but_never_the_key(
+async def test_start_up_and_doctor_say_where_the_settings_came_from_but_never_the_key(
     write_config: WriteConfig, fake: FakeEmbeddingServer, plain_settings: Callable[..., Settings],
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("EMBED_KEY", API_KEY)
     path = write_config(jina(fake, apiKey="${EMBED_KEY}"))
@@ -183,6 +184,11 @@ def test_start_up_and_doctor_say_where_the_settings_came_from_but_never_the_key(
     assert line.startswith(f"embedding settings from {path} (plugins.entries.memory-lancedb-pro.config.embedding)")
     assert "jina-embeddings-v5-text-small" in line and "API key from env EMBED_KEY" in line
     assert API_KEY not in line
+
+    with caplog.at_level(logging.INFO, logger="app.memory.embeddings.openclaw"):
+        embedder = create_embedder(plain_settings())
+    await embedder.close()
+    assert line in caplog.messages and API_KEY not in caplog.text
 
     monkeypatch.delenv("EMBED_KEY")
     assert "environment variable EMBED_KEY is not set" in describe_embedding_settings(plain_settings())
