@@ -78,6 +78,13 @@ def test_memory_mcp_sends_the_plugins_request_and_stores_the_plugins_vector(
     assert headers == {"Bearer sk-interop-0123456789"}
     assert {request.path for request in fake.state.requests} == {"/v1/embeddings"}
 
+    # The plugin's store keeps its embedder's vector as given; memory-mcp's row must hold the same one.
+    plugin.init(db_path, DIM)
+    plugin_id = plugin.store(text, plugin_vector.tolist())["id"]
     table = lancedb.connect(str(db_path)).open_table("memories")
-    [stored] = table.search().where(f"id = '{memory_id}'").limit(1).to_list()
-    np.testing.assert_allclose(np.asarray(stored["vector"], dtype=np.float32), plugin_vector, atol=1e-6)
+    rows = {row["id"]: row for row in table.search().where(f"id IN ('{memory_id}', '{plugin_id}')").to_list()}
+    np.testing.assert_allclose(np.asarray(rows[memory_id]["vector"], dtype=np.float32),
+                               np.asarray(rows[plugin_id]["vector"], dtype=np.float32), atol=1e-6)
+    query_vector = plugin.call("embedQuery", text=query)
+    found = [hit["entry"]["id"] for hit in plugin.vector_search(query_vector, limit=2)]
+    assert sorted(found) == sorted([memory_id, plugin_id])
