@@ -109,8 +109,10 @@ def _plugin_config(document: object) -> dict[str, Any] | None:
     entry = entries.get(PLUGIN_ID) if isinstance(entries, dict) else None
     if not isinstance(entry, dict) or entry.get("enabled") is False:
         return None
-    # The plugin accepts its config as the entry's "config" or, without an "embedding" key, the entry itself.
-    config = entry.get("config") if "embedding" not in entry else entry
+    config = entry.get("config")
+    # The plugin also accepts its config nested once more, as config.config, when config has no embedding.
+    if isinstance(config, dict) and "embedding" not in config and isinstance(config.get("config"), dict):
+        config = config["config"]
     if not isinstance(config, dict) or not isinstance(config.get("embedding"), dict):
         return None
     return config

@@ -229,3 +229,13 @@ def test_a_blank_openclaw_config_setting_turns_the_reading_off(
     assert Settings().openclaw_config is None
     monkeypatch.setenv("MEMORY_MCP_OPENCLAW_CONFIG", "~/oc.json")
     assert Settings().openclaw_config == Path("~/oc.json").expanduser()
+
+
+def test_the_config_nested_once_more_is_read_as_the_plugin_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text('{plugins: {entries: {"memory-lancedb-pro": {config: {config: {embedding: {apiKey: "k", '
+                    'model: "bge-m3"}}}}}}}', encoding="utf-8")
+    plugin = load_plugin_embedding(path, env={})
+    assert plugin is not None and (plugin.model, plugin.dimensions) == ("bge-m3", 1024)
+    path.write_text('{plugins: {entries: {"memory-lancedb-pro": {config: {dbPath: "/x"}}}}}', encoding="utf-8")
+    assert load_plugin_embedding(path, env={}) is None
