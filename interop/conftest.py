@@ -33,15 +33,19 @@ def query_vector(text: str) -> list[float]:
     return [float(x) for x in asyncio.run(_HASH.embed_query(text))]
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; another process's commit has no event to wait on."""
+def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+             show: Callable[[], object] | None = None) -> Any:
+    """Poll ``condition`` until it returns something truthy; another process's commit has no event to wait on.
+
+    ``show`` says what was seen instead when the deadline passes."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s (last: {value!r})")
+            seen = show() if show is not None else value
+            raise AssertionError(f"{what} not met within {timeout} s (saw: {seen!r})")
         time.sleep(0.05)
 
 

@@ -36,7 +36,8 @@ def test_memory_mcp_survives_a_dropped_and_recreated_table_and_an_added_column(
     fresh_text = "the first row of the recreated table"
     fresh = plugin.store(fresh_text, doc_vector(fresh_text))["id"]
 
-    wait_for(lambda: [row["id"] for row in rest.list()] == [fresh], what="memory-mcp lists the new table only")
+    listed = lambda: [row["id"] for row in rest.list()]  # noqa: E731
+    wait_for(lambda: listed() == [fresh], what=f"memory-mcp lists the new table's row {fresh} only", show=listed)
     assert not {hit["id"] for hit in rest.recall("from the first table", limit=5)} & set(old)
     after_recreate = rest.remember("memory-mcp writes to the recreated table")
     assert _all_ids(db_path) == {fresh, after_recreate}, "a fresh reader sees exactly the new table's rows"
