@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,24 +39,32 @@ def _write_concurrently(rest: Rest, plugin: PluginDriver, db_path: Path) -> None
     first = plugin.store("the plugin created the table", doc_vector("the plugin created the table"))["id"]
     deadline = time.monotonic() + SECONDS
 
+    waits: dict[str, list[float]] = {"memory-mcp": [], "plugin": []}
+
     def mcp_writes() -> dict[str, str]:
         written: dict[str, str] = {}
         while time.monotonic() < deadline:
             text = f"memory-mcp note {len(written)} on subject m{len(written)}x"
+            started = time.monotonic()
             written[rest.remember(text)] = text
+            waits["memory-mcp"].append(time.monotonic() - started)
         return written
 
     def plugin_writes() -> dict[str, str]:
         written: dict[str, str] = {}
         while time.monotonic() < deadline:
             text = f"plugin note {len(written)} on subject p{len(written)}y"
+            started = time.monotonic()
             written[plugin.store(text, doc_vector(text))["id"]] = text
+            waits["plugin"].append(time.monotonic() - started)
         return written
 
     with ThreadPoolExecutor(2) as pool:
         mcp_future, plugin_future = pool.submit(mcp_writes), pool.submit(plugin_writes)
         mine, theirs = mcp_future.result(SECONDS + 300), plugin_future.result(SECONDS + 300)
-    print(f"\n{SECONDS:g} s: memory-mcp wrote {len(mine)}, the plugin wrote {len(theirs)}")  # noqa: T201
+    for who, spent in waits.items():  # what each writer waited per write, for the record
+        print(f"\n{SECONDS:g} s: {who} wrote {len(spent)}, median {statistics.median(spent):.3f} s, "  # noqa: T201
+              f"max {max(spent):.2f} s a write")
     assert mine and theirs
 
     expected = {first, *mine, *theirs}
