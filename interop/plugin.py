@@ -64,7 +64,10 @@ class PluginDriver:
             message = json.loads(raw)
             ident = message.get("id")
             if "event" in message:
-                self._events[ident].put(message)
+                with self._lock:
+                    events = self._events.get(ident)
+                if events is not None:
+                    events.put(message)
                 continue
             with self._lock:
                 future = self._answers.pop(ident, None)
@@ -79,19 +82,26 @@ class PluginDriver:
         for future in left.values():
             future.set_exception(PluginError("the node driver exited"))
 
-    def submit(self, op: str, **args: Any) -> tuple[int, Future[Any]]:
-        """Send one command; its answer arrives in the future."""
+    def submit(self, op: str, *, events: queue.Queue[dict[str, Any]] | None = None, **args: Any
+               ) -> tuple[int, Future[Any]]:
+        """Send one command; its answer arrives in the future, its events (if any) in ``events``."""
         ident = next(self._ids)
         future: Future[Any] = Future()
         with self._lock:
             self._answers[ident] = future
-            self._events[ident] = queue.Queue()
+            if events is not None:
+                self._events[ident] = events
+        future.add_done_callback(lambda _: self._forget_events(ident))
         assert self._process.stdin is not None  # noqa: S101
         line = json.dumps({"id": ident, "op": op, **args}) + "\n"
         with self._lock:
             self._process.stdin.write(line.encode())
             self._process.stdin.flush()
         return ident, future
+
+    def _forget_events(self, ident: int) -> None:
+        with self._lock:
+            self._events.pop(ident, None)
 
     def call(self, op: str, **args: Any) -> Any:
         return self.submit(op, **args)[1].result(ANSWER_TIMEOUT_S)
@@ -134,8 +144,9 @@ class PluginDriver:
 
     def hold_lock(self, ms: int) -> Held:
         """Take the plugin's write lock and keep it ``ms`` milliseconds; returns once it is held."""
-        ident, future = self.submit("holdLock", ms=ms)
-        event = self._events[ident].get(timeout=ANSWER_TIMEOUT_S)
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        _, future = self.submit("holdLock", events=events, ms=ms)
+        event = events.get(timeout=ANSWER_TIMEOUT_S)
         return Held(locked_at=int(event["at"]), done=future)
 
     def close(self) -> None:
