@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TOOLS := $(VENV)/.installed-test
 
-.PHONY: help install install-test run test lint bench clean
+.PHONY: help install install-test run test interop lint bench clean
 CHROMIUM := /usr/bin/chromium
 
 help: ## list the targets
@@ -35,11 +35,29 @@ run: install ## start the server on 127.0.0.1:3002 (local model, local LanceDB, 
 	$(BIN)/memory-mcp serve
 
 test: $(TOOLS) $(CHROMIUM) ## lint, then run every test
-	$(BIN)/ruff check app tests bench
+	$(BIN)/ruff check app tests bench interop
 	$(BIN)/pytest
 
 lint: $(TOOLS) ## ruff only
-	$(BIN)/ruff check app tests bench
+	$(BIN)/ruff check app tests bench interop
+
+# memory-lancedb-pro (OpenClaw's memory plugin) as shipped: its sources, installed with its locked
+# dependencies in a cache outside the repository, one folder per package-lock.json.
+INTEROP_PLUGIN ?= $(or $(MEMORY_MCP_INTEROP_PLUGIN),../shared/interop/memory-lancedb-pro)
+INTEROP_CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/memory-mcp-tests
+
+interop: $(TOOLS) ## run memory-lancedb-pro's own store against memory-mcp (needs node, npm and INTEROP_PLUGIN)
+	@test -f "$(INTEROP_PLUGIN)/package-lock.json" || { echo "no memory-lancedb-pro at $(INTEROP_PLUGIN): set MEMORY_MCP_INTEROP_PLUGIN"; exit 1; }
+	@set -e; \
+	lock_hash=$$(sha256sum "$(INTEROP_PLUGIN)/package-lock.json" | cut -c1-12); \
+	dest="$(INTEROP_CACHE)/mlp-$$lock_hash"; \
+	if [ ! -f "$$dest/.installed" ]; then \
+		echo "installing memory-lancedb-pro into $$dest"; \
+		rm -rf "$$dest" && mkdir -p "$$dest" && cp -R "$(INTEROP_PLUGIN)/." "$$dest/"; \
+		(cd "$$dest" && npm ci --omit=dev --no-audit --no-fund --loglevel=error); \
+		touch "$$dest/.installed"; \
+	fi; \
+	MEMORY_MCP_INTEROP_INSTALL="$$dest" $(BIN)/pytest interop
 
 bench: $(TOOLS) ## retrieval-quality and speed benchmarks (prints tables, writes bench/results/*.json)
 	$(BIN)/python -m bench.quality

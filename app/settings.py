@@ -26,6 +26,7 @@ DEFAULT_TEAM_KANBAN_DB = Path("~/.openclaw/memory/memory-mcp-kanban.sqlite3")
 OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az")
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
+DEFAULT_OPENCLAW_CONFIG = Path("~/.openclaw/openclaw.json")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: What a token may change; reading needs only a valid token. The main token may do everything.
@@ -162,6 +163,9 @@ class Settings(BaseSettings):
     local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)
     model_cache_dir: Path | None = DEFAULT_MODEL_CACHE_DIR  # files derived from local models; None: none
     jina_api_key: SecretStr | None = Field(default=None, validation_alias="JINA_API_KEY")
+    # OpenClaw's config: when it sets up memory-lancedb-pro on this table, embed as the plugin does
+    # (app/memory/embeddings/openclaw.py); None: never read it.
+    openclaw_config: Path | None = DEFAULT_OPENCLAW_CONFIG
 
     # --- kanban ---
     kanban_db: Path | None = None
@@ -221,12 +225,12 @@ class Settings(BaseSettings):
             return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
         return value
 
-    @field_validator("model_cache_dir", mode="before")
+    @field_validator("model_cache_dir", "openclaw_config", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", mode="after")
+    @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", "openclaw_config", mode="after")
     @classmethod
     def _expand(cls, value: Path | str | None) -> Path | str | None:
         return value.expanduser() if isinstance(value, Path) else value

@@ -303,10 +303,12 @@ def check_kanban(path: Path) -> Check:
 
 async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[Check]:
     from app.memory.embeddings import create_embedder
+    from app.memory.embeddings.openclaw import describe_embedding_settings
     from app.memory.store import diagnostics
     from app.memory.store.diagnostics import Check
 
-    checks = [diagnostics.check_db_path(settings.db_path)]
+    checks = [diagnostics.check_db_path(settings.db_path),
+              Check(name="embedding_settings", status="ok", detail=describe_embedding_settings(settings))]
     try:
         embedder = create_embedder(settings)
     except AppError as exc:

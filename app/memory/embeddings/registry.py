@@ -52,11 +52,17 @@ def available() -> list[str]:
 
 
 def create_embedder(settings: Settings) -> Embedder:
-    """Build the provider named by ``settings.embedding_provider``.
+    """Build the provider named by ``settings.embedding_provider``, or, when that is not set and OpenClaw's
+    config sets up memory-lancedb-pro on the same table, the plugin's own embedding settings.
 
     Raises:
-        InvalidInput: unknown provider, or its package is not installed.
+        InvalidInput: unknown provider, its package is not installed, or OpenClaw's settings do not resolve.
     """
+    from app.memory.embeddings.openclaw import embedder_from_openclaw  # imports pydantic settings: not in a child
+
+    mirrored = embedder_from_openclaw(settings)
+    if mirrored is not None:
+        return mirrored
     name = settings.embedding_provider
     if name not in _FACTORIES:
         module = _LAZY_MODULES.get(name)

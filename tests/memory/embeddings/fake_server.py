@@ -108,7 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, self._embeddings(mode, body, state.dimension))
 
     def _embeddings(self, mode: Mode, body: Any, dimension: int) -> dict[str, Any]:
-        texts = list(body["input"]) if isinstance(body, dict) else []
+        inputs = body.get("input") if isinstance(body, dict) else []
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])  # OpenAI accepts a bare string too
         size = int(body.get("dimensions") or dimension) if isinstance(body, dict) else dimension
         if mode == "no_data":
             return {"object": "list"}

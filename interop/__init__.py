@@ -1,0 +1,1 @@
+"""Tests against the real programs memory-mcp shares its table with (``make interop``)."""
