@@ -46,7 +46,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import LATEST_PROTOCOL_VERSION
 from starlette.types import Message, Receive, Scope, Send
 
-from app.edge.leases import ANONYMOUS_OWNER, LeaseTable
+from app.edge.leases import ANONYMOUS_OWNER, Evictable, LeaseTable
 from app.errors import Unavailable
 from app.mcp.caller import bind_principal, principal
 from app.mcp.draining import DrainingReadStream, InFlight, TolerantWriteStream
@@ -152,9 +152,9 @@ class LegacySseTransport:
             await error(405, "method_not_allowed", "use GET", {"Allow": "GET"})(scope, receive, send)
             return
         owner = principal(scope)
-        lease_key, cancel = object(), anyio.CancelScope()
+        lease_key, client = object(), Evictable(receive)
         try:
-            lease = self.leases.admit(lease_key, owner or ANONYMOUS_OWNER, cancel.cancel)
+            lease = self.leases.admit(lease_key, owner or ANONYMOUS_OWNER, client.evict)
         except Unavailable as exc:
             headers = {"Retry-After": str(round(exc.retry_after_s or 5))}
             await error(503, exc.code, exc.message, headers)(scope, receive, send)
@@ -164,13 +164,15 @@ class LegacySseTransport:
         stream = _StreamRewriter(send, self, session, form)
         in_flight = InFlight(lease.add_busy)
         try:
-            with cancel:
-                async with self._sdk.connect_sse(bind_principal(scope), receive, stream.send) as (read, write):
-                    await self._server.run(
-                        DrainingReadStream(read, in_flight),
-                        TolerantWriteStream(write, in_flight),
-                        self._server.create_initialization_options(),
-                    )
+            async with self._sdk.connect_sse(bind_principal(scope), client.receive, stream.send) as (read, write):
+                await self._server.run(
+                    DrainingReadStream(read, in_flight),
+                    TolerantWriteStream(write, in_flight),
+                    self._server.create_initialization_options(),
+                )
+            if client.evicted and stream.status == 200:
+                # Evicted for a newer session of the same credential: end the stream cleanly.
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except ValueError:
             # connect_sse answers a failed Host/Origin check itself, then raises; anything else is a bug.
             if stream.status is None or stream.status < 400:
