@@ -3,8 +3,13 @@
 Why: importing LanceDB and the MCP SDK, opening the table, loading the model and the vector cache took
 5 to 10 s before uvicorn listened, and a supervisor (or a client's restart loop) saw nothing until
 then (docs/performance.md, 'Start-up'). Now the lifespan returns at once and a background task opens
-the services; requests other than the probes wait at :class:`StartupGate` until the services are open
-(a bounded wait), and ``/readyz`` says what is still loading.
+the services; until they are open (a few seconds) :class:`StartupGate` holds MCP requests and answers
+everything else at once with 503 ``starting`` and ``Retry-After``; ``/readyz`` says what is still loading.
+
+Why two answers: the MCP SDK clients and Claude Code treat a failed ``initialize`` as a dead server and
+do not ask again, so an MCP request waits (at most ``GATE_WAIT_S``, below Claude Code's 30 s connect
+timeout) and then succeeds; REST callers (hooks with a short budget, the CLI, the dashboard) are better
+served by a quick 503 they can retry than by a request that hangs.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
-#: How long a request may wait for the services to open before it gets 503 ``starting``; opening
+#: How long an MCP request may wait for the services to open before it gets 503 ``starting``; opening
 #: normally takes a few seconds (a LanceDB import and a table open), a recovery or a slow disk more.
-GATE_WAIT_S = 30.0
+GATE_WAIT_S = 20.0
+#: Requests under these paths wait at the gate; all others are answered 503 at once.
+WAITING_PREFIXES = ("/mcp",)
 #: uvicorn's own exit status for a failed start; a start that fails in the background exits with it too.
 STARTUP_FAILURE = 3
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
@@ -111,21 +118,28 @@ class Startup:
 
 
 class StartupGate:
-    """ASGI middleware: a request other than the probes waits until the services are open."""
+    """ASGI middleware: until the services are open, MCP requests wait (bounded) and others get 503 at once."""
 
     def __init__(self, app: ASGIApp, startup: Startup, wait_s: float = GATE_WAIT_S) -> None:
         self.app = app
         self.startup = startup
         self.wait_s = wait_s
+        self.waiting = 0  # requests held right now (a test reads it instead of timing a wait)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self.startup.is_open and scope["path"] not in PROBE_PATHS:
+            if self.startup.failure is None and not scope["path"].startswith(WAITING_PREFIXES):
+                await _unavailable(send, "the server is still starting; retry shortly", "starting")
+                return
+            self.waiting += 1
             try:
                 async with asyncio.timeout(self.wait_s):
                     await self.startup.wait_open()
             except TimeoutError:
                 await _unavailable(send, "the server is still starting; retry shortly", "starting")
                 return
+            finally:
+                self.waiting -= 1
             if self.startup.failure is not None:
                 await _unavailable(send, f"the server could not start: {self.startup.failure}", "start_failed")
                 return

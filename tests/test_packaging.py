@@ -44,6 +44,12 @@ def test_the_wheel_declares_python_3_11_and_later(wheel: Path) -> None:
     assert _metadata(wheel)["Requires-Python"] == [">=3.11"]
 
 
+def test_the_wheel_ships_the_tool_list_the_stdio_bridge_lists_while_the_server_is_down(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = json.loads(archive.read("app/cli/tool_list.json"))
+    assert shipped == json.loads((REPO / "app" / "cli" / "tool_list.json").read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("python", ["3.12", "3.13"])
 def test_the_wheel_s_dependencies_resolve_from_wheels_alone_on(python: str, wheel: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.json"

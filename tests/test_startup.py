@@ -1,4 +1,4 @@
-"""Start-up in the background: /healthz at once, requests wait at the gate, the model loads while the server serves."""
+"""Start-up in the background: /healthz at once, MCP waits at the gate, REST gets 503, the model loads later."""
 
 from __future__ import annotations
 
@@ -35,12 +35,21 @@ def server_with_loading_model(make_settings: SettingsFactory, monkeypatch: pytes
     monkeypatch.setattr("app.memory.service.create_embedder", lambda settings: model)
     try:
         with run_server(make_settings(**overrides), loaded=False) as server:
+            _wait_open(server)  # REST answers 503 until the stores are open; the model loads after that
             try:
                 yield server, model
             finally:
                 model.allow_load.set()  # a model still loading would hold the shutdown
     finally:
         model.allow_load.set()
+
+
+def _wait_open(server: LiveServer) -> None:
+    startup: Startup = server.app.state.startup
+    deadline = time.monotonic() + 30
+    while not startup.is_open:
+        assert time.monotonic() < deadline and startup.failure is None, startup.status()
+        time.sleep(0.01)  # polling the server thread's start-up state, bounded by the deadline
 
 
 def _wait_loaded(server: LiveServer) -> None:
@@ -53,7 +62,7 @@ async def test_healthz_answers_while_the_model_loads_and_readyz_names_it(
     with server_with_loading_model(make_settings, monkeypatch) as (server, model):
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
             assert (await http.get("/healthz")).json() == {"status": "ok"}
-            stats = await http.get("/api/lancedb/stats")  # waits at the gate until the store is open
+            stats = await http.get("/api/lancedb/stats")  # the store is open, the model still loading
             assert stats.status_code == 200 and stats.json()["total"] == 0
             loading = await http.get("/readyz")
             assert loading.status_code == 503 and loading.json()["status"] == "starting"
@@ -147,34 +156,41 @@ def _gated_app(startup: Startup, wait_s: float = 30.0) -> FastAPI:
     async def work() -> dict[str, str]:
         return {"done": "yes"}
 
+    @app.post("/mcp")
+    async def mcp() -> dict[str, str]:
+        return {"initialized": "yes"}
+
     app.add_middleware(StartupGate, startup=startup, wait_s=wait_s)
     return app
 
 
-async def test_a_request_waits_at_the_gate_until_the_services_open_while_probes_pass() -> None:
+async def test_an_mcp_request_waits_at_the_gate_while_rest_gets_503_at_once_and_probes_pass() -> None:
     startup = Startup()
     transport = httpx.ASGITransport(app=_gated_app(startup))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         answers: list[httpx.Response] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(lambda: _append(answers, http.get("/work")))
+            group.start_soon(lambda: _append(answers, http.post("/mcp")))
             assert (await http.get("/healthz")).status_code == 200  # the probe does not wait
+            rest = await http.get("/work")  # nor does REST: it is told to come back
+            assert (rest.status_code, rest.json()["code"], rest.headers["retry-after"]) == (503, "starting", "1")
             await anyio.wait_all_tasks_blocked()
-            assert answers == []  # still waiting at the gate
+            assert answers == []  # the MCP request is still waiting at the gate
             startup.mark_open()
-        assert answers[0].json() == {"done": "yes"}
+        assert answers[0].json() == {"initialized": "yes"}
+        assert (await http.get("/work")).json() == {"done": "yes"}
 
 
 async def test_the_gate_answers_503_when_the_start_takes_too_long_or_failed() -> None:
     startup = Startup()
     transport = httpx.ASGITransport(app=_gated_app(startup, wait_s=0.2))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-        slow = await http.get("/work")
+        slow = await http.post("/mcp")
         assert (slow.status_code, slow.json()["code"], slow.headers["retry-after"]) == (503, "starting", "1")
         startup.mark_failed("the memory table holds vectors of another model")
-        failed = await http.get("/work")
-        assert (failed.status_code, failed.json()["code"]) == (503, "start_failed")
-        assert "another model" in failed.json()["detail"]
+        for failed in (await http.post("/mcp"), await http.get("/work")):
+            assert (failed.status_code, failed.json()["code"]) == (503, "start_failed")
+            assert "another model" in failed.json()["detail"]
 
 
 async def _append(answers: list[httpx.Response], request: Awaitable[httpx.Response]) -> None:

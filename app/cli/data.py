@@ -302,6 +302,7 @@ def check_kanban(path: Path) -> Check:
 
 
 async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[Check]:
+    from app.cli.client_configs import check_client_configs
     from app.memory.embeddings import create_embedder
     from app.memory.embeddings.openclaw import describe_embedding_settings
     from app.memory.store import diagnostics
@@ -325,6 +326,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
             await embedder.close()
     checks.append(embedder_check)
     checks.append(check_kanban(settings.kanban_db_path))
+    checks += check_client_configs(_doctor_url(args, settings))
     return checks
 
 

@@ -5,19 +5,23 @@ Streamable HTTP session with the running server (:class:`Upstream`), so the tool
 are the server's own, byte for byte.
 
 The session is opened when a request needs it and kept. When the server cannot be reached, a tool call
-returns a tool error (``isError``) naming the URL and ``memory-mcp serve`` and stderr says the same;
-``tools/list`` answers a JSON-RPC error with that text instead of an empty list, which a client would
-cache as "this server has no tools". The next request tries again. A session the server no longer knows
-(it restarted, or the session idled out) answers 404 before anything runs, so that request is resent once
-on a fresh session; a connection that breaks while a request is running is reported, never resent.
+returns a tool error (``isError``) naming the URL and ``memory-mcp serve`` and stderr says the same, and
+``tools/list`` answers the tool list shipped with this package (``tool_list.json``, which a test keeps
+equal to the server's): a desktop client that starts before the server lists the tools once and does not
+ask again, so an error or an empty list would leave it without tools. The next request tries again.
+A session the server no longer knows (it restarted, or the session idled out) answers 404 before anything
+runs, so that request is resent once on a fresh session; a connection that breaks while a request is
+running is reported, never resent.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -45,6 +49,14 @@ FALLBACK_INSTRUCTIONS = (
     "Shared long-term memory and a kanban board for coding agents, served by the memory-mcp server. "
     "Use recall before starting work, remember to store durable facts, and the kanban tools for tasks."
 )
+
+
+SHIPPED_TOOLS = Path(__file__).with_name("tool_list.json")
+
+
+def shipped_tools() -> types.ListToolsResult:
+    """The server's tool list as this package ships it (regenerated and checked by tests/cli/test_stdio.py)."""
+    return types.ListToolsResult.model_validate({"tools": json.loads(SHIPPED_TOOLS.read_text(encoding="utf-8"))})
 
 
 class Unavailable(Exception):
@@ -270,8 +282,8 @@ def build_server(upstream: Upstream, instructions: str) -> Server[Any]:
         try:
             return await upstream.request(lambda client: client.session.send_request(request, types.ListToolsResult))
         except Unavailable as exc:
-            warn(str(exc))
-            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+            warn(f"{exc} (listing the tools this package ships)")
+            return shipped_tools()
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         request = types.CallToolRequest(params=params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import re
@@ -62,7 +63,9 @@ class TokenAuth:
     def __init__(self, settings: Settings) -> None:
         self._candidates: list[tuple[bytes, Caller]] = []
         for token, entry in settings.agent_tokens.items():
-            caller = Caller(agent=entry.agent, token_id=f"agent:{entry.agent}", permissions=frozenset(entry.allow))
+            # The id names the token, not just its agent: two tokens of one agent never share MCP sessions.
+            token_id = f"agent:{entry.agent}:{hashlib.sha256(token.encode()).hexdigest()[:16]}"
+            caller = Caller(agent=entry.agent, token_id=token_id, permissions=frozenset(entry.allow))
             self._candidates.append((token.encode(), caller))
         if settings.token is not None:
             # An empty configured token still turns auth on (fail closed); it just never matches.

@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
-from starlette.datastructures import Headers
 from starlette.types import Scope
 
 from app.edge.auth import require
+from app.edge.leases import credential_of
 from app.settings import PERMISSIONS, Permission
 
 T = TypeVar("T")
 
 
 def principal(scope: Scope) -> str | None:
-    """The identity a session belongs to: the edge guard's token id, else a digest of the credential, else nobody."""
-    state: dict[str, Any] = scope.get("state") or {}
-    token_id = state.get("token_id")
-    if token_id:
-        return f"token:{token_id}"
-    authorization = Headers(scope=scope).get("authorization")
-    if authorization:
-        # A digest, so the credential itself is never kept next to the session.
-        return "credential:" + hashlib.sha256(authorization.encode("latin-1")).hexdigest()[:32]
-    return None
+    """The identity a session belongs to (see :func:`app.edge.leases.credential_of`)."""
+    return credential_of(scope)
 
 
 def bind_principal(scope: Scope) -> Scope:

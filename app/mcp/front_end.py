@@ -23,8 +23,8 @@ from starlette.types import Receive, Scope, Send
 from app.container import Services
 from app.mcp import tools_kanban, tools_memory
 from app.mcp.arguments import ToolServer
-from app.mcp.caller import bind_principal
 from app.mcp.legacy_sse import LegacySseTransport
+from app.mcp.streamable_sessions import StreamableSessions
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ STREAMABLE_PATH = "/mcp"
 SSE_PATH = "/mcp/sse"
 MESSAGE_PATH = "/mcp/message"
 SESSION_IDLE_TIMEOUT_S = 600.0  # idle Streamable HTTP sessions close after 10 min (the SDK default is 30)
-MAX_SESSIONS = 64  # per transport; the next one gets the SDK's 503 "Too many open sessions"
+MAX_SESSIONS = 64  # per credential and transport; past it the credential's least recently used idle one ends
+MAX_SESSIONS_TOTAL = 1024  # per transport, whatever the credentials (with no token, any header is one)
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
@@ -127,10 +128,11 @@ class McpFrontEnd:
             stateless_http=settings.stateless_http,  # replicas behind a load balancer share no sessions
             transport_security=security,
             session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
-            max_sessions=MAX_SESSIONS,
+            max_sessions=None,  # limited per credential by StreamableSessions instead
             max_request_body_size=settings.max_body_bytes,
         )
         self.session_manager = self.server.session_manager
+        self.streamable = StreamableSessions(self.session_manager, per_owner=MAX_SESSIONS, total=MAX_SESSIONS_TOTAL)
         self.one_shot_manager = StreamableHTTPSessionManager(
             app=self.session_manager.app,
             stateless=True,
@@ -144,16 +146,14 @@ class McpFrontEnd:
             self.one_shot_manager,
             message_path=MESSAGE_PATH,
             max_streams=MAX_SESSIONS,
+            max_streams_total=MAX_SESSIONS_TOTAL,
             max_body_bytes=settings.max_body_bytes,
             endpoint_format=settings.sse_endpoint_format,
         )
 
-    async def _streamable(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.session_manager.handle_request(bind_principal(scope), receive, send)
-
     def install(self, app: FastAPI) -> None:
         """Add the MCP routes; each path is also served with a trailing slash so no client is redirected."""
-        streamable = _Endpoint(self._streamable)
+        streamable = _Endpoint(self.streamable.handle)
         stream = _Endpoint(self.legacy.handle_stream)
         message = _Endpoint(self.legacy.handle_message)
         for path, endpoint in ((STREAMABLE_PATH, streamable), (SSE_PATH, stream), (MESSAGE_PATH, message)):

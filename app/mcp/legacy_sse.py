@@ -10,9 +10,14 @@ around it, which is the least fragile way to serve clients written against the T
 * ``POST /mcp/message``: ``sessionId``/``session_id``, dashed or hex, are all mapped back to the
   SDK's ``session_id=<hex>`` before the SDK sees the request;
 * unknown or foreign session → 404 JSON, empty id → 400 JSON (the SDK answers in plain text);
-* a session whose stream closed in the last 10 minutes → the message is answered in the response body:
-  python ``requests`` closes the stream as soon as a loop over ``iter_lines()`` breaks, which is exactly
-  what the specification's client does after reading the endpoint, before it POSTs its first call;
+* where a reply goes (:func:`replies_in_body`): on the stream (POST answered 202) only for a stream opened
+  with ``Accept: text/event-stream`` that is still open, as the SDK clients and the Inspector read it;
+  otherwise in the POST's body (200). The specification's client opens its stream with ``*/*`` and
+  ``break``s out of it (python ``requests`` then closes it) before it POSTs, so it reads every reply in
+  the body, whether or not the server has seen the stream close yet;
+* a 202 is sent only once the server loop has taken the message, and the loop's end waits for the
+  requests it took (``app/mcp/draining.py``): an accepted call runs to completion, exactly once;
+* sessions are leases of the credential that opened them (``app/edge/leases.py``);
 * a request on a session that never sent ``initialize`` (clients reconnecting) is preceded by an
   implicit ``initialize`` whose reply is kept off the stream;
 * no session id at all → the message is answered in the response body by a stateless Streamable
@@ -39,10 +44,13 @@ from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import LATEST_PROTOCOL_VERSION
-from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
+from app.edge.leases import ANONYMOUS_OWNER, Evictable, LeaseTable
+from app.errors import Unavailable
 from app.mcp.caller import bind_principal, principal
+from app.mcp.draining import DrainingReadStream, InFlight, TolerantWriteStream
+from app.mcp.wire import BodyTooLarge, InvalidJson, error, media_ranges, parse_message, read_body, replay
 from app.settings import SseEndpointFormat
 
 logger = logging.getLogger(__name__)
@@ -87,59 +95,26 @@ def _rewrite_endpoint(chunk: bytes, form: Literal["path", "json"] = "path") -> t
     return session_id, b"event: endpoint\r\ndata: " + data + match["end"]
 
 
-def _error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail, "code": code}, status_code=status, headers=headers)
+def reads_stream(stream_scope: Scope) -> bool:
+    """Whether the client that opened a stream reads replies from it: its GET named ``text/event-stream``.
+
+    The SDK clients, the Inspector and any EventSource do; python ``requests`` and curl (``*/*``) do not.
+    A POST on a live session is answered on the stream (202) only for such a client, and only when the
+    POST does not ask for ``application/json``; every other reply goes in the POST's body (200), where
+    a client that ``break``s out of its stream loop (the specification's does) cannot miss it.
+    """
+    return "text/event-stream" in media_ranges(stream_scope)
 
 
 @dataclass
 class _Session:
     owner: str | None
+    lease_key: object
+    replies_in_body: bool
     initialized: bool = False
     init_lock: anyio.Lock = field(default_factory=anyio.Lock)
     # The id of our implicit initialize; its reply is dropped from the stream.
     implicit_init_id: str = field(default_factory=lambda: f"memory-mcp-implicit-initialize-{uuid4().hex}")
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        body.extend(message.get("body", b""))
-        if len(body) > limit:
-            raise _BodyTooLarge
-        if not message.get("more_body", False):
-            break
-    return bytes(body)
-
-
-def _replay(body: bytes) -> Receive:
-    """A receive callable that hands the already-read body to the SDK once, then waits like a real one."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    return receive
-
-
-def _first_request(body: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC message if the body is one object, else None (the SDK reports parse errors)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
 
 
 class LegacySseTransport:
@@ -155,50 +130,60 @@ class LegacySseTransport:
         max_streams: int,
         max_body_bytes: int,
         endpoint_format: SseEndpointFormat = "auto",
+        max_streams_total: int | None = None,
     ) -> None:
         self._server = server
         self._endpoint_format: SseEndpointFormat = endpoint_format
         self._sdk = SseServerTransport(message_path, security_settings=security, max_request_body_size=max_body_bytes)
         self._one_shot = one_shot
         self._message_path = message_path
-        self._max_streams = max_streams
         self._max_body_bytes = max_body_bytes
-        self._open_streams = 0
+        self.leases = LeaseTable("sessions", per_owner=max_streams, total=max_streams_total or 16 * max_streams)
         self._sessions: dict[UUID, _Session] = {}
         self._closed: OrderedDict[UUID, tuple[str | None, float]] = OrderedDict()  # id -> (owner, closed at)
 
     @property
     def open_streams(self) -> int:
-        return self._open_streams
+        return len(self.leases)
 
     async def handle_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``GET /mcp/sse``: open a session and serve it until the client or the server goes away."""
         if scope["method"] != "GET":
-            await _error(405, "method_not_allowed", "use GET", {"Allow": "GET"})(scope, receive, send)
+            await error(405, "method_not_allowed", "use GET", {"Allow": "GET"})(scope, receive, send)
             return
-        if self._open_streams >= self._max_streams:
-            await _error(503, "too_many_sessions", "Too many open sessions")(scope, receive, send)
-            return
-        self._open_streams += 1
         owner = principal(scope)
-        form = endpoint_form(scope["headers"], self._endpoint_format)
-        stream = _StreamRewriter(send, self, owner, form)
+        lease_key, client = object(), Evictable(receive)
         try:
-            async with self._sdk.connect_sse(bind_principal(scope), receive, stream.send) as (read, write):
-                await self._server.run(read, write, self._server.create_initialization_options())
+            lease = self.leases.admit(lease_key, owner or ANONYMOUS_OWNER, client.evict)
+        except Unavailable as exc:
+            headers = {"Retry-After": str(round(exc.retry_after_s or 5))}
+            await error(503, exc.code, exc.message, headers)(scope, receive, send)
+            return
+        form = endpoint_form(scope["headers"], self._endpoint_format)
+        session = _Session(owner, lease_key, replies_in_body=not reads_stream(scope))
+        stream = _StreamRewriter(send, self, session, form)
+        in_flight = InFlight(lease.add_busy)
+        try:
+            async with self._sdk.connect_sse(bind_principal(scope), client.receive, stream.send) as (read, write):
+                await self._server.run(
+                    DrainingReadStream(read, in_flight),
+                    TolerantWriteStream(write, in_flight),
+                    self._server.create_initialization_options(),
+                )
+            if client.evicted and stream.status == 200:
+                # Evicted for a newer session of the same credential: end the stream cleanly.
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except ValueError:
             # connect_sse answers a failed Host/Origin check itself, then raises; anything else is a bug.
             if stream.status is None or stream.status < 400:
                 raise
         finally:
-            self._open_streams -= 1
+            self.leases.release(lease_key)
             if stream.session_id is not None:
                 self._retire(stream.session_id, owner)
 
-    def register_session(self, session_id: UUID, owner: str | None) -> _Session:
-        session = _Session(owner=owner)
+    def register_session(self, session_id: UUID, session: _Session) -> None:
         self._sessions[session_id] = session
-        return session
 
     def _retire(self, session_id: UUID, owner: str | None) -> None:
         """Forget an open session but remember for a while that it existed, and whose it was."""
@@ -221,54 +206,73 @@ class LegacySseTransport:
     async def handle_message(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /mcp/message``: route a client message to its session's stream, or answer it in the body."""
         if scope["method"] != "POST":
-            await _error(405, "method_not_allowed", "use POST", {"Allow": "POST"})(scope, receive, send)
+            await error(405, "method_not_allowed", "use POST", {"Allow": "POST"})(scope, receive, send)
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         raw_ids = query.get("sessionId") or query.get("session_id")
-        if raw_ids is None:
-            await self._answer_in_body(scope, receive, send)
-            return
-        raw_id = raw_ids[0].strip()
-        if not raw_id:
-            await _error(400, "missing_session_id", "sessionId is empty; use the endpoint from GET /mcp/sse")(
-                scope, receive, send
-            )
-            return
-        session_id, session = self._lookup(raw_id, scope)
-        if session_id is not None and session is None and self._closed_recently(session_id, scope):
-            logger.debug("legacy SSE message for a closed stream: answered in the response body")
-            await self._answer_in_body(scope, receive, send)
-            return
-        if session_id is None or session is None:
-            detail = "unknown or closed session; open GET /mcp/sse again and use the new endpoint"
-            await _error(404, "session_not_found", detail)(scope, receive, send)
-            return
+        session_id: UUID | None = None
+        session: _Session | None = None
+        if raw_ids is not None:
+            raw_id = raw_ids[0].strip()
+            if not raw_id:
+                detail = "sessionId is empty; use the endpoint from GET /mcp/sse"
+                await error(400, "missing_session_id", detail)(scope, receive, send)
+                return
+            session_id, session = self._lookup(raw_id, scope)
+            if session is None and (session_id is None or not self._closed_recently(session_id, scope)):
+                detail = "unknown or closed session; open GET /mcp/sse again and use the new endpoint"
+                await error(404, "session_not_found", detail)(scope, receive, send)
+                return
         try:
-            body = await _read_body(receive, self._max_body_bytes)
-        except _BodyTooLarge:
-            await _error(413, "payload_too_large", f"body over {self._max_body_bytes} bytes")(scope, receive, send)
+            body = await read_body(receive, self._max_body_bytes)
+            message = parse_message(body)
+        except BodyTooLarge:
+            await error(413, "payload_too_large", f"body over {self._max_body_bytes} bytes")(scope, receive, send)
             return
+        except InvalidJson as exc:
+            await error(400, "invalid_json", str(exc))(scope, receive, send)
+            return
+        if session is None or session_id is None:
+            # No session id, or a session whose stream closed: one exchange answered in the body.
+            await self._answer_in_body(scope, replay(body), send)
+            return
+        with self.leases.in_use(session.lease_key):
+            if session.replies_in_body or "application/json" in media_ranges(scope):
+                await self._answer_in_body(scope, replay(body), send)
+            else:
+                await self._deliver(session, session_id, scope, body, message, send)
+
+    async def _deliver(
+        self, session: _Session, session_id: UUID, scope: Scope, body: bytes, message: dict[str, Any] | None, send: Send
+    ) -> None:
+        """Hand the message to the session's server loop; 202 only once the loop has taken it."""
         sdk_scope = {
             **bind_principal(scope),
             "path": self._message_path,
             "raw_path": self._message_path.encode("ascii"),
             "query_string": f"session_id={session_id.hex}".encode("ascii"),
         }
-        started: list[bool] = []
+        held: list[Message] = []
 
-        async def tracked_send(message: Message) -> None:
-            started.append(True)
-            await send(message)
+        async def hold(reply: Message) -> None:
+            held.append(reply)
 
         try:
-            await self._ensure_initialized(session, sdk_scope, _first_request(body))
-            await self._sdk.handle_post_message(sdk_scope, _replay(body), tracked_send)
+            await self._ensure_initialized(session, sdk_scope, message)
+            await self._sdk.handle_post_message(sdk_scope, replay(body), hold)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            # The stream closed while this message was on its way: answer in the body if nothing was sent
-            # yet; after the SDK's 202 the reply has nowhere to go, like any reply to a closed stream.
-            logger.debug("legacy SSE message raced its stream's close (response started: %s)", bool(started))
-            if not started:
-                await self._answer_in_body(scope, _replay(body), send)
+            held = [{"type": "http.response.start", "status": 404}]  # the stream closed on the way
+        status = held[0]["status"] if held else 500
+        if status == 202:
+            for reply in held:
+                await send(reply)
+        elif status == 404:
+            # The stream closed between our lookup and the SDK's: nothing ran, so answer in the body.
+            logger.debug("legacy SSE message raced its stream's close: answered in the response body")
+            await self._answer_in_body(scope, replay(body), send)
+        else:
+            text = b"".join(reply.get("body", b"") for reply in held[1:]).decode("utf-8", "replace")
+            await error(status, "invalid_message", text or "the message was refused")(scope, replay(b""), send)
 
     def _lookup(self, raw_id: str, scope: Scope) -> tuple[UUID | None, _Session | None]:
         try:
@@ -310,7 +314,7 @@ class LegacySseTransport:
                     status.append(message["status"])
 
             # The SDK handles initialize inline, so the client's request queued next sees an open gate.
-            await self._sdk.handle_post_message(sdk_scope, _replay(json.dumps(implicit).encode()), record)
+            await self._sdk.handle_post_message(sdk_scope, replay(json.dumps(implicit).encode()), record)
             session.initialized = bool(status) and status[0] == 202
             logger.debug("implicit initialize on a legacy SSE session: status %s", status)
 
@@ -325,13 +329,12 @@ class _StreamRewriter:
     """The ``send`` of one SSE stream: rewrites the endpoint event and drops the implicit initialize reply."""
 
     def __init__(
-        self, send: Send, transport: LegacySseTransport, owner: str | None, form: Literal["path", "json"]
+        self, send: Send, transport: LegacySseTransport, session: _Session, form: Literal["path", "json"]
     ) -> None:
         self._send = send
         self._form: Literal["path", "json"] = form
         self._transport = transport
-        self._owner = owner
-        self._session: _Session | None = None
+        self._session = session
         self._drop_marker = b""
         self.status: int | None = None
         self.session_id: UUID | None = None
@@ -341,9 +344,9 @@ class _StreamRewriter:
             self.status = message["status"]
         elif message["type"] == "http.response.body" and self.status == 200:
             body: bytes = message.get("body", b"")
-            if self._session is None and body:
+            if self.session_id is None and body:
                 self.session_id, body = _rewrite_endpoint(body, self._form)
-                self._session = self._transport.register_session(self.session_id, self._owner)
+                self._transport.register_session(self.session_id, self._session)
                 self._drop_marker = json.dumps(self._session.implicit_init_id).encode()
                 message = {**message, "body": body}
             elif self._drop_marker and body.startswith(b"event: message") and self._drop_marker in body:

@@ -29,11 +29,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from app.container import Services
+from app.edge.leases import ANONYMOUS_OWNER, Evictable, LeaseTable, credential_of
 from app.errors import Unavailable
 
 logger = logging.getLogger(__name__)
@@ -41,7 +43,8 @@ logger = logging.getLogger(__name__)
 EVENTS_PATH = "/api/events"
 POLL_INTERVAL_S = 0.25  # a write shows on an open page within about half a second
 KEEPALIVE_S = 15.0
-MAX_STREAMS = 16  # a dashboard tab holds one; the next one is refused with 503 rather than queued
+MAX_STREAMS = 16  # per credential (a dashboard tab holds one); past it the credential's oldest stream ends
+MAX_STREAMS_TOTAL = 64  # whatever the credentials (with no token, any Authorization header is one)
 SEND_TIMEOUT_S = 10.0  # a page that stops reading loses its stream instead of holding a task forever
 
 
@@ -57,11 +60,11 @@ class ChangeFeed:
     """Reads both markers at most once per poll interval, however many streams ask; bounds the streams."""
 
     def __init__(self, services: Services, *, poll_interval_s: float = POLL_INTERVAL_S,
-                 max_streams: int = MAX_STREAMS) -> None:
+                 max_streams: int = MAX_STREAMS, max_streams_total: int = MAX_STREAMS_TOTAL) -> None:
         self._services = services
         self.poll_interval_s = poll_interval_s
-        self.max_streams = max_streams
-        self.open_streams = 0
+        # A stream carries no requests, so it is always idle: the oldest of a credential gives way.
+        self.streams = LeaseTable("streams", per_owner=max_streams, total=max_streams_total)
         self._lock = asyncio.Lock()
         self._read_at = -math.inf
         self._last = Markers(None, None)
@@ -91,28 +94,19 @@ class ChangeFeed:
             logger.warning("dashboard change marker unreadable", exc_info=True)
             return None
 
-    def admit(self) -> Callable[[], None]:
-        """Take a stream slot; the returned function gives it back (once, however often it is called).
+    @property
+    def open_streams(self) -> int:
+        return len(self.streams)
 
-        Raises:
-            Unavailable: every slot is taken.
+    def admit(self, owner: str, receive: Receive) -> tuple[Evictable, Callable[[], None]]:
+        """Take a stream slot for ``owner``, ending its oldest stream if it holds too many already.
+
+        Returns the ``receive`` that ends the stream when it must give way, and the function that
+        gives the slot back (once, however often it is called).
         """
-        if self.open_streams >= self.max_streams:
-            raise Unavailable(
-                f"too many open dashboard event streams (at most {self.max_streams}); retry shortly",
-                code="too_many_streams",
-                retry_after_s=5,
-            )
-        self.open_streams += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self.open_streams -= 1
-
-        return release
+        key, client = object(), Evictable(receive)
+        self.streams.admit(key, owner, client.evict)
+        return client, lambda: self.streams.release(key)
 
     async def events(self) -> AsyncIterator[ServerSentEvent]:
         """``ready`` with the markers at connect, then one event per marker each time it moves."""
@@ -140,16 +134,24 @@ class _EventStream(EventSourceResponse):
     """sse-starlette's response (keep-alive, disconnect, and the end of the stream when uvicorn is told
     to stop, as for the MCP streams) that gives its feed slot back however the stream ends."""
 
-    def __init__(self, content: AsyncIterator[ServerSentEvent], release: Callable[[], None]) -> None:
+    def __init__(self, content: AsyncIterator[ServerSentEvent], feed: ChangeFeed, owner: str) -> None:
         super().__init__(content, ping=KEEPALIVE_S, sep="\n", ping_message_factory=_keepalive,
                          send_timeout=SEND_TIMEOUT_S)
-        self._release = release
+        self._feed, self._owner = feed, owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            client, release = self._feed.admit(self._owner, receive)
+        except Unavailable as exc:  # only when every stream would have to be busy, which none ever is
+            body = {"detail": exc.message, "code": exc.code}
+            await JSONResponse(body, status_code=503, headers={"Retry-After": "5"})(scope, receive, send)
+            return
+        try:
+            await super().__call__(scope, client.receive, send)
+            if client.evicted:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})  # a clean end
         finally:
-            self._release()
+            release()
 
 
 def router_for(services: Services) -> APIRouter:
@@ -158,8 +160,8 @@ def router_for(services: Services) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get(EVENTS_PATH)
-    async def events() -> EventSourceResponse:
+    async def events(request: Request) -> EventSourceResponse:
         """The dashboard's change stream (see the module docstring for the events)."""
-        return _EventStream(feed.events(), feed.admit())
+        return _EventStream(feed.events(), feed, credential_of(request.scope) or ANONYMOUS_OWNER)
 
     return router

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
@@ -12,10 +14,12 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 
-from app.cli import main
+from app.cli import main, stdio_proxy
+from app.cli.stdio_proxy import shipped_tools
+from app.container import Services
+from app.mcp.front_end import build_server
 from tests.conftest import SettingsFactory
 from tests.mcp.clients import EXPECTED_TOOLS, payload, streamable_session
 from tests.support.server import LiveServer, ServerProcess, free_port, run_server, spawn_server
@@ -91,8 +95,7 @@ async def test_an_unreachable_server_is_a_tool_error_naming_the_url_and_a_later_
     log = tmp_path / "stdio.log"
     async with stdio_session(url, log) as client:
         down = await client.call_tool("remember", {"content": "Written once the server is up"})
-        with pytest.raises(MCPError) as listing:
-            await client.list_tools()
+        listed_down = await client.list_tools()  # what a desktop client starting before the server sees
         with ExitStack() as servers:
             await start_server(servers, tmp_path, port, "server")
             up = await client.call_tool("remember", {"content": "Written once the server is up"})
@@ -100,11 +103,25 @@ async def test_an_unreachable_server_is_a_tool_error_naming_the_url_and_a_later_
 
     assert down.is_error is True
     assert f"{url}/mcp" in text_of(down) and "memory-mcp serve" in text_of(down)
-    assert f"{url}/mcp" in listing.value.error.message
+    assert [tool.model_dump() for tool in listed_down.tools] == [tool.model_dump() for tool in listed.tools]
+    assert {tool.name for tool in listed_down.tools} == EXPECTED_TOOLS
     assert f"not reachable at {url}/mcp" in log.read_text(encoding="utf-8")
+    assert "listing the tools this package ships" in log.read_text(encoding="utf-8")
     assert up.is_error is False, up
     assert len(payload(up)["memory_id"]) > 0
     assert {tool.name for tool in listed.tools} == EXPECTED_TOOLS
+
+
+async def test_the_shipped_tool_list_is_the_servers_own() -> None:
+    """Regenerate with ``MEMORY_MCP_UPDATE_TOOL_SNAPSHOT=1`` (as the contract snapshot of tests/mcp)."""
+    async with Client(build_server(Services()), mode="legacy") as client:
+        served = [tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                  for tool in (await client.list_tools()).tools]
+    if os.environ.get("MEMORY_MCP_UPDATE_TOOL_SNAPSHOT") == "1":
+        text = json.dumps(served, indent=1, ensure_ascii=False) + "\n"
+        stdio_proxy.SHIPPED_TOOLS.write_text(text, encoding="utf-8")
+    shipped = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in shipped_tools().tools]
+    assert shipped == served
 
 
 async def test_a_restarted_server_is_reached_again_without_a_failed_call(

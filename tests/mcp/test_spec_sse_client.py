@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +73,20 @@ def first_event(base: str, headers: dict[str, str]) -> tuple[str, str]:
         return next(lines), next(lines)
 
 
-def seen_closed(base: str, session_id: str, headers: dict[str, str] | None = None) -> None:
-    """Wait until the server has seen a stream close: a ping on its session is then answered in the body."""
+def closed_session(base: str, headers: dict[str, str] | None = None) -> str:
+    """The id of a session whose stream was opened as a stream reader, then closed, once the server saw it close.
+
+    While such a stream is open a ping on its session is answered on the stream (202); once the server
+    has seen it close, in the body (200).
+    """
+    _, data = first_event(base, {"Accept": "text/event-stream", **(headers or {})})
+    session_id = data.split("sessionId=")[1]
     deadline = time.monotonic() + 10
     ping = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
     while time.monotonic() < deadline:
         url = f"{base}/mcp/message?sessionId={session_id}"
         if requests.post(url, json=ping, headers=headers, timeout=10).status_code == 200:
-            return
+            return session_id
         time.sleep(0.05)  # back-off between probes of the server thread's state, bounded by the deadline
     raise AssertionError("the server never saw the stream close")
 
@@ -89,10 +94,12 @@ def seen_closed(base: str, session_id: str, headers: dict[str, str] | None = Non
 # --- the specification's client ------------------------------------------------------------------
 
 
-def test_the_spec_client_gets_the_json_endpoint_and_its_reply_on_the_stream(live_server: LiveServer) -> None:
+def test_the_spec_client_gets_the_json_endpoint_and_its_reply_in_the_body_while_its_stream_is_open(
+    live_server: LiveServer,
+) -> None:
     base = live_server.url
     remember(base, FACT)
-    # The snippet, with one change: the line iterator is kept, so the stream stays open to read the reply.
+    # The snippet, with one change: the line iterator is kept, so the stream stays open.
     sse = requests.get(f"{base}/mcp/sse", stream=True, timeout=30)
     try:
         lines = sse.iter_lines()
@@ -107,17 +114,72 @@ def test_the_spec_client_gets_the_json_endpoint_and_its_reply_on_the_stream(live
                   "params": {"name": "recall", "arguments": {"query": "MCP 記憶"}}},
             timeout=30,
         )
-        assert resp.status_code == 202
-        events = list(islice((line for line in lines if line and not line.startswith(b":")), 2))
     finally:
         sse.close()
 
     assert sse.headers["content-type"].startswith("text/event-stream")
     assert endpoint.startswith("/mcp/message?sessionId=")
     assert re.fullmatch(DASHED_UUID, session_id)
-    assert events[0] == b"event: message"
-    assert events[1].startswith(b"data: ")
-    assert recalled(json.loads(events[1][6:]))[0] == FACT
+    # It asked for */*, not text/event-stream: the reply is in the body, whatever happens to the stream.
+    assert resp.status_code == 200
+    assert recalled(resp.json())[0] == FACT
+
+
+def stored_contents(base: str) -> list[str]:
+    listed = requests.get(f"{base}/api/lancedb/memories", params={"limit": 200}, timeout=30)
+    assert listed.status_code == 200, listed.text
+    return [memory["text"] for memory in listed.json()]
+
+
+def test_the_spec_snippet_with_its_break_stores_every_remember_exactly_once_and_gets_every_reply(
+    live_server: LiveServer,
+) -> None:
+    runs = 30
+    snippet = SPEC_CLIENT.replace("localhost:3002", f"localhost:{live_server.port}").replace(
+        '"params":{"name":"recall","arguments":{"query":"MCP 記憶"}}}',
+        '"params":{"name":"remember","arguments":{"content":CONTENT}}}',
+    )
+    assert "remember" in snippet
+    replies = []
+    for run in range(runs):
+        names: dict[str, Any] = {"CONTENT": f"snippet run {run}: the stream was left by a break"}
+        try:
+            exec(snippet, names)  # verbatim apart from the tool: no wait for the server to see the close
+        finally:
+            names["sse"].close()
+        replies.append(names["resp"])
+
+    assert [reply.status_code for reply in replies] == [200] * runs
+    ids = [reply.json()["result"]["structuredContent"]["memory_id"] for reply in replies]
+    assert len(set(ids)) == runs
+    stored = stored_contents(live_server.url)
+    for run in range(runs):
+        assert stored.count(f"snippet run {run}: the stream was left by a break") == 1
+
+
+def test_an_sdk_style_call_accepted_with_202_runs_once_though_the_stream_closes_at_once(
+    live_server: LiveServer,
+) -> None:
+    runs = 10
+    headers = {"Accept": "text/event-stream"}
+    for run in range(runs):
+        with httpx.Client(timeout=30) as http, http.stream("GET", f"{live_server.url}/mcp/sse", headers=headers) as sse:
+            lines = sse.iter_lines()
+            assert next(lines) == "event: endpoint"
+            endpoint = next(lines).removeprefix("data: ")
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "remember", "arguments": {"content": f"accepted run {run}"}}}
+            accepted = http.post(f"{live_server.url}{endpoint}", json=call)
+        # the stream is closed here, right after the 202: the call must still complete
+        assert accepted.status_code == 202
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        stored = stored_contents(live_server.url)
+        if all(f"accepted run {run}" in stored for run in range(runs)):
+            break
+        time.sleep(0.05)  # polling the REST list until the drained calls have landed, bounded by the deadline
+    assert sorted(stored) == sorted(f"accepted run {run}" for run in range(runs))
 
 
 def test_the_spec_client_run_verbatim_gets_its_reply_in_the_body(live_server: LiveServer) -> None:
@@ -126,9 +188,7 @@ def test_the_spec_client_run_verbatim_gets_its_reply_in_the_body(live_server: Li
     names: dict[str, Any] = {}
     try:
         exec(first, names)  # the specification's own text, run as its users run it
-        # Leaving the loop closed the stream (requests closes the connection when the line iterator is
-        # dropped). Wait until the server has seen that, so the outcome does not depend on a race.
-        seen_closed(live_server.url, names["session_id"])
+        # No wait: whether or not the server has seen the stream close, the reply is in the body.
         exec(second, names)
     finally:
         names["sse"].close()
@@ -142,9 +202,7 @@ def test_a_closed_stream_of_another_credential_stays_not_found(make_settings: Se
     settings = make_settings(agent_tokens={"tok-owner-1": "owner", "tok-other-1": "other"})
     with run_server(settings) as live:
         owner, other = ({"Authorization": f"Bearer {token}"} for token in ("tok-owner-1", "tok-other-1"))
-        _, data = first_event(live.url, owner)
-        session_id = json.loads(data.removeprefix("data: "))["uri"].split("sessionId=")[1]
-        seen_closed(live.url, session_id, owner)
+        session_id = closed_session(live.url, owner)
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
         stolen = requests.post(f"{live.url}/mcp/message?sessionId={session_id}", json=ping, headers=other, timeout=10)
     assert stolen.status_code == 404
@@ -162,9 +220,7 @@ def test_a_stream_closed_longer_ago_than_the_memory_is_not_found(
 
     clock = Clock()
     monkeypatch.setattr(legacy_sse, "time", clock)
-    _, data = first_event(live_server.url, {})
-    session_id = json.loads(data.removeprefix("data: "))["uri"].split("sessionId=")[1]
-    seen_closed(live_server.url, session_id)
+    session_id = closed_session(live_server.url)
     clock.offset = legacy_sse.CLOSED_SESSION_MEMORY_S + 1
     ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
     late = requests.post(f"{live_server.url}/mcp/message?sessionId={session_id}", json=ping, timeout=10)

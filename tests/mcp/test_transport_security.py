@@ -124,16 +124,22 @@ async def test_a_token_bound_to_an_agent_writes_as_that_agent(agent_server: Live
         assert [m["agent"] for m in memories] == ["antigravity"]
 
 
-async def test_sessions_beyond_the_cap_are_refused_with_503(
+async def test_a_credential_whose_sessions_are_all_busy_is_refused_and_another_is_not(
     make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(front_end, "MAX_SESSIONS", 1)
     with run_server(make_settings()) as server:
-        async with httpx.AsyncClient(timeout=10) as http, RawSseClient(http, server.url).connect():
-            second = await http.get(f"{server.url}/mcp/sse")
-            assert second.status_code == 503
-            assert second.json()["code"] == "too_many_sessions"
-        async with streamable_session(server.url):
-            async with httpx.AsyncClient(timeout=10) as http:
-                refused = await http.post(f"{server.url}/mcp", json=INITIALIZE, headers=STREAMABLE_HEADERS)
-            assert refused.status_code == 503
+        url = f"{server.url}/mcp"
+        async with httpx.AsyncClient(timeout=10) as http:
+            opened = await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)
+            headers = {"accept": "text/event-stream", "mcp-session-id": opened.headers["mcp-session-id"],
+                       "mcp-protocol-version": "2025-06-18"}
+            # An open GET stream keeps the session busy, so it cannot give way.
+            async with http.stream("GET", url, headers=headers) as stream:
+                assert stream.status_code == 200
+                refused = await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)
+                other = await http.post(url, json=INITIALIZE, headers={**STREAMABLE_HEADERS, "Authorization": "x"})
+    assert refused.status_code == 503
+    assert refused.json()["code"] == "too_many_sessions"
+    assert refused.headers["retry-after"] == "5"
+    assert other.status_code == 200
