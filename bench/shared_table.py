@@ -8,13 +8,14 @@ Per size, the speed benchmark's memories are bulk-loaded and served by a real se
 -m app.cli serve``). Two phases of ``--seconds`` each run the same load: ``--recallers`` clients
 recalling one query after another (REST vector search) and ``--rememberers`` clients remembering new
 texts. In the second, another OS process, modelled on OpenClaw's memory-lancedb-pro, writes the table
-directly with LanceDB under the lock it takes: every ``--interval`` seconds (0.5) it appends a memory,
-updates one (its importance, or its text and vector) and deletes one, halfway through it appends 100 in
-a burst, and with ``--compact`` it compacts the table once, a quarter of the way in. Each row it appends
-on the beat, and the burst's last, is recalled by its text until it comes back: the time from its commit
-to that answer is how long a foreign row takes to become recallable (probing all hundred at once would
-measure the probes' own load). Printed: recall and remember p50/p99 per phase and the ratios shared /
-quiet, that time's p50/p99, and errors. Results go to ``bench/results/shared_table.json``.
+directly with LanceDB under the lock it takes: every ``--interval`` seconds (0.5) it commits one change,
+in turn appending a memory, updating one (its importance, or its text and vector) and deleting one;
+halfway through it appends 100 in a burst, and with ``--compact`` it compacts the table once, a quarter
+of the way in. Each row it appends on the beat, and the burst's last, is recalled by its text until it
+comes back: the time from its commit to that answer is how long a foreign row takes to become recallable
+(probing all hundred at once would measure the probes' own load). Printed: recall and remember p50/p99
+per phase and the ratios shared / quiet, that time's p50/p99, and errors. Results go to
+``bench/results/shared_table.json``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from bench.vcache import CachingEmbedder, VectorCache
 
 TARGETS = {"recall_p99_vs_quiet": 3.0, "recall_p99_ms": 150.0, "remember_p99_ms": 500.0,
            "recallable_p99_s": 1.0, "errors": 0}
-TICK_S = 0.5
+TICK_S = 0.5  # between the other process's commits
 BURST = 100
 RECALLABLE_TIMEOUT_S = 10.0
 K = 10
@@ -66,16 +67,19 @@ def foreign_writer(db: str, pool_path: str, seconds: float, tick_s: float = TICK
     lock = WriteLock(Path(db), timeout_s=60)
     existing = table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist()
     rng = random.Random(7)  # noqa: S311 - a workload, not a secret
-    victims = rng.sample(existing, min(len(existing), int(seconds / tick_s) * 2 + 10))
+    victims = rng.sample(existing, min(len(existing), int(seconds / tick_s) + 10))
     victim = iter(victims * 2)
     counts = {"append": 0, "update": 0, "delete": 0, "compact": 0, "errors": 0}
+    held: dict[str, list[float]] = {kind: [] for kind in counts}
     used = 0
 
     def commit(kind: str, change: Any) -> None:
         for attempt in range(8):
             try:
                 with lock.hold():
+                    taken = time.perf_counter()
                     change()
+                    held[kind].append(time.perf_counter() - taken)
                 counts[kind] += 1
                 return
             except Exception as exc:  # noqa: BLE001 - counted; the benchmark reports it
@@ -99,14 +103,19 @@ def foreign_writer(db: str, pool_path: str, seconds: float, tick_s: float = TICK
     start = time.monotonic()
     tick, burst_done = 0, False
     while time.monotonic() - start < seconds:
-        append()
-        target, doomed = next(victim), next(victim)
-        if tick % 2:
-            values: dict[str, Any] = {"importance": round(rng.random(), 3)}
+        kind = ("append", "update", "delete")[tick % 3]  # one commit a beat
+        if kind == "append":
+            append()
+        elif kind == "update":
+            if tick % 2:
+                values: dict[str, Any] = {"importance": round(rng.random(), 3)}
+            else:
+                values = {"text": pool[(used + 7) % len(pool)], "vector": vectors[(used + 7) % len(pool)].tolist()}
+            target = next(victim)
+            commit("update", lambda t=target, v=values: table.update(where=f"id = '{t}'", values=v))
         else:
-            values = {"text": pool[(used + 7) % len(pool)], "vector": vectors[(used + 7) % len(pool)].tolist()}
-        commit("update", lambda t=target, v=values: table.update(where=f"id = '{t}'", values=v))
-        commit("delete", lambda t=doomed: table.delete(f"id = '{t}'"))
+            doomed = next(victim)
+            commit("delete", lambda t=doomed: table.delete(f"id = '{t}'"))
         if compact and not counts["compact"] and time.monotonic() - start >= seconds / 4:
             commit("compact", lambda: table.optimize())  # as the plugin's index fold does, under its lock
         if not burst_done and time.monotonic() - start >= seconds / 2:
@@ -117,7 +126,10 @@ def foreign_writer(db: str, pool_path: str, seconds: float, tick_s: float = TICK
             print(json.dumps({"burst": [burst_start, time.time()]}), flush=True)
         tick += 1
         time.sleep(max(0.0, start + tick * tick_s - time.monotonic()))  # the plugin's pace, not a sync
-    print(json.dumps({"done": counts}), flush=True)
+    elapsed = time.monotonic() - start
+    print(json.dumps({"done": counts, "held_ms": {k: {"p50": round(percentile([v * 1000 for v in h], 50), 1),
+                                                     "max": round(max(h) * 1000, 1)} for k, h in held.items() if h},
+                      "lock_share": round(sum(map(sum, held.values())) / elapsed, 3)}), flush=True)
     return 0
 
 
@@ -185,6 +197,8 @@ async def _foreign(db: Path, pool: Path, args: argparse.Namespace, url: str) -> 
     assert process.stdout is not None  # noqa: S101 - PIPE was asked for
     probes: list[asyncio.Task[float | None]] = []
     done: dict[str, int] = {}
+    held: dict[str, Any] = {}
+    share = 0.0
     burst: list[float] = []
     committed: list[float] = []
     errors: list[str] = []
@@ -194,12 +208,14 @@ async def _foreign(db: Path, pool: Path, args: argparse.Namespace, url: str) -> 
             probes.append(asyncio.create_task(_recallable(url, event["id"], event["text"], event["t"])))
             committed.append(event["t"])
         done = event.get("done", done)
+        held = event.get("held_ms", held)
+        share = event.get("lock_share", share)
         burst = event.get("burst", burst)
         errors += [event["error"]] if "error" in event else []
     await process.wait()
     waits = await asyncio.gather(*probes)
     slowest = sorted(((w, t) for w, t in zip(waits, committed, strict=True) if w is not None), reverse=True)[:3]
-    return {"writes": done, "burst": burst, "writer_errors": errors,
+    return {"writes": done, "held_ms": held, "lock_share": share, "burst": burst, "writer_errors": errors,
             "recallable_s": [w for w in waits if w is not None], "never_recallable": sum(w is None for w in waits),
             "slowest_recallable": [{"s": round(w, 3), "committed_s_after_burst_start": round(t - burst[0], 3)
                                     if burst else None} for w, t in slowest]}
@@ -290,6 +306,7 @@ def report(payload: dict[str, Any]) -> None:
                                                       - s["shared"]["foreign"]["burst"][0], 2)),
              row("foreign appends / updates / deletes / compactions", lambda s: "/".join(
                  str(s["shared"]["foreign"]["writes"].get(k, 0)) for k in ("append", "update", "delete", "compact"))),
+             row("other process: share of time holding the lock", lambda s: s["shared"]["foreign"]["lock_share"]),
              row("recalls (quiet / shared)", lambda s: _pair(s, "recall", "n")),
              row("remembers (quiet / shared)", lambda s: _pair(s, "remember", "n")),
              row("errors (quiet / shared)", lambda s: f"{s['quiet']['errors']}/{s['shared']['errors']}"),

@@ -93,7 +93,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float, lo
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"server exited with {process.returncode}:\n{tail}")
             try:
-                if client.get(f"{url}/healthz").status_code == 200:
+                if client.get(f"{url}/readyz").status_code == 200:  # not /healthz: REST answers 503 until ready
                     return
             except httpx.TransportError:
                 pass
