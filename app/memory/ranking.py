@@ -229,18 +229,34 @@ def language_gate(query: str, texts: Sequence[str], cosines: np.ndarray, bonus: 
     return credited
 
 
+def vector_score(cosine: float) -> float:
+    """The score of a pure vector search: the cosine, clipped to [0, 1] (opposite vectors score 0)."""
+    return min(max(float(cosine), 0.0), 1.0)
+
+
+def fuse(cosines: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
+    """``(clip(cosine, 0, 1) + weight * lexical) / (1 + weight)``: a convex combination, so in [0, 1] for
+    ``lexical`` in [0, 1], and non-decreasing in both signals (a better match never scores lower)."""
+    cosine = np.clip(np.asarray(cosines, dtype=np.float64), 0.0, 1.0)
+    if weight <= 0:
+        return cosine
+    keyword = np.clip(np.asarray(lexical, dtype=np.float64), 0.0, 1.0)
+    return np.clip((cosine + weight * keyword) / (1.0 + weight), 0.0, 1.0)
+
+
 def rerank(query: str, candidates: Sequence[Candidate], options: RankingOptions) -> list[tuple[Candidate, float]]:
-    """Candidates best first with their final score; with a zero lexical weight, the cosine order unchanged."""
+    """Candidates best first with their final score in [0, 1] (``fuse``); with a zero lexical weight, the
+    cosine order unchanged and the score the clipped cosine."""
     if not candidates:
         return []
     cosines = np.array([c.score for c in candidates], dtype=np.float64)
-    scores = cosines
+    scores = fuse(cosines, np.zeros_like(cosines), 0.0)
     if options.lexical_weight:
         texts = [c.text for c in candidates]
-        bonus = lexical_bonus(bm25_scores(query, texts, options.bm25_k1, options.bm25_b), options.lexical_weight)
+        bonus = lexical_bonus(bm25_scores(query, texts, options.bm25_k1, options.bm25_b), 1.0)
         if options.language_gate and bonus.any():
             bonus = language_gate(query, texts, cosines, bonus)
-        scores = cosines + bonus
+        scores = fuse(cosines, bonus, options.lexical_weight)
     # Stable sort: equal scores keep the vector order they arrived in.
     order = np.argsort(-scores, kind="stable")
     return [(candidates[i], float(scores[i])) for i in order]

@@ -42,7 +42,7 @@ def test_a_query_sharing_no_word_with_any_memory_keeps_its_vector_order() -> Non
                   Candidate("b", "timestamps are stored in milliseconds", 0.60)]
     ranked = rerank("時間戳必須用毫秒", candidates, RankingOptions(lexical_weight=0.5))
     assert _ids(ranked) == ["a", "b"]
-    assert [score for _, score in ranked] == [0.61, 0.60]
+    assert [score for _, score in ranked] == pytest.approx([0.61 / 1.5, 0.60 / 1.5])  # no keyword share
 
 
 def test_lexical_weight_lifts_an_exact_identifier_over_a_slightly_closer_vector_hit() -> None:
@@ -103,7 +103,7 @@ def test_a_memory_in_another_language_is_credited_the_same_language_bonus_at_its
     assert _ids(ungated)[0] == "shares-words"  # the failure the gate removes
     gated = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
     assert _ids(gated) == ["answer", "shares-words", "other"]
-    assert dict((c.id, s) for c, s in gated)["answer"] == pytest.approx(0.55 + 0.7)
+    assert dict((c.id, s) for c, s in gated)["answer"] == pytest.approx((0.55 + 0.7) / 1.7)
 
 
 def test_simplified_and_traditional_chinese_are_gated_as_two_languages() -> None:
@@ -214,7 +214,7 @@ async def test_a_chinese_query_over_english_notes_keeps_the_vector_order(make_se
         hybrid = (await service.recall(query, top_k=4)).hits
         vector = await _vector_rows(service, query, 4)
     assert [hit.id for hit in hybrid] == [row["id"] for row in vector]
-    assert [hit.score for hit in hybrid] == pytest.approx([row["score"] for row in vector], abs=1e-6)
+    assert [hit.score for hit in hybrid] == pytest.approx([max(row["score"], 0) / 2 for row in vector], abs=1e-6)
 
 
 @pytest.mark.parametrize("weight", [0.0, None], ids=["zero", "hash-default"])
@@ -225,7 +225,7 @@ async def test_lexical_weight_zero_gives_exactly_the_vector_order(make_settings:
         await _fill(service, [*NEAR_MISSES, TARGET])
         hits = (await service.recall(query, top_k=7)).hits
         vector = await _vector_rows(service, query, 7)
-    assert [(hit.id, hit.score) for hit in hits] == [(row["id"], row["score"]) for row in vector]
+    assert [(hit.id, hit.score) for hit in hits] == [(row["id"], max(row["score"], 0.0)) for row in vector]
 
 
 async def test_keyword_only_candidates_stay_inside_the_scope(make_settings: SettingsFactory) -> None:
