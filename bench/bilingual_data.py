@@ -31,6 +31,9 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 TYPES = ("en", "zh-TW", "zh-CN", "zh-TW-CN", "zh-en", "en-zh", "identifier", "en-reworded", "zh-TW-reworded",
          "zh-CN-reworded")
 CROSS_LANGUAGE = ("zh-en", "en-zh")
+REWORDED = ("en-reworded", "zh-TW-reworded", "zh-CN-reworded")
+#: Rolled-up query types reported beside the types themselves.
+GROUPS = {"cross-language": CROSS_LANGUAGE, "reworded": REWORDED}
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def test_a_pure_vector_score_is_the_cosine_clipped_to_0_and_1(cos: float) -> Non
 def test_rerank_scores_are_between_0_and_1_and_never_increase_down_the_list(rows: list[tuple[str, float]], query: str,
                                                                             w: float, gate: bool) -> None:
     candidates = [Candidate(str(i), text, cos) for i, (text, cos) in enumerate(rows)]
-    ranked = rerank(query, candidates, RankingOptions(lexical_weight=w, language_gate=gate))
+    ranked = rerank(query, candidates, RankingOptions(lexical_weight=w, language_cap=gate))
     scores = [score for _, score in ranked]
     assert sorted(c.id for c, _ in ranked) == sorted(c.id for c in candidates)
     assert all(0.0 <= s <= 1.0 for s in scores)
