@@ -7,7 +7,14 @@ memories and its type:
 - ``en``, ``zh-TW``, ``zh-CN``: a paraphrase in the memory's own language;
 - ``zh-TW-CN``: the other Chinese script (Traditional query, Simplified memory, or the reverse);
 - ``zh-en`` and ``en-zh``: cross-language (a Chinese query for an English memory, and the reverse);
-- ``identifier``: a ticket id, environment variable, table or topic name, alone or with a few words.
+- ``identifier``: a ticket id, environment variable, table or topic name, alone or with a few words;
+- ``en-reworded``, ``zh-TW-reworded``, ``zh-CN-reworded``: paraphrases in the memory's language that
+  share almost no word (English) or character bigram (Chinese) with it, written before the ranking was
+  tuned on them; the words they do share are incidental ("after", "now", 現在), the case where a
+  keyword bonus can only mislead.
+
+``half(query)`` splits the queries by id parity: options are tuned on the even half and reported on
+both, so the odd half shows what the tuning did not see.
 
 Cross-language queries usually have same-language neighbours that share their words but not their
 meaning (two disk-full incidents, two certificate incidents): a lexical bonus that cannot see the
@@ -21,8 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-TYPES = ("en", "zh-TW", "zh-CN", "zh-TW-CN", "zh-en", "en-zh", "identifier")
+TYPES = ("en", "zh-TW", "zh-CN", "zh-TW-CN", "zh-en", "en-zh", "identifier", "en-reworded", "zh-TW-reworded",
+         "zh-CN-reworded")
 CROSS_LANGUAGE = ("zh-en", "en-zh")
+REWORDED = ("en-reworded", "zh-TW-reworded", "zh-CN-reworded")
+#: Rolled-up query types reported beside the types themselves.
+GROUPS = {"cross-language": CROSS_LANGUAGE, "reworded": REWORDED}
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,11 @@ class Query:
 class BilingualSet:
     memories: list[Memory]
     queries: list[Query]
+
+
+def half(query: Query) -> str:
+    """'even' (the tuning half) or 'odd' (held out), by the query's number."""
+    return "even" if int(query.id.lstrip("q")) % 2 == 0 else "odd"
 
 
 def _read_jsonl(path: Path) -> list[dict[str, object]]:

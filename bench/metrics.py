@@ -62,6 +62,8 @@ def typed_summary(judged: Iterable[tuple[str, Sequence[str], frozenset[str]]],
     out = {}
     for kind, pairs in by_type.items():
         n = len(pairs)
+        if not n:
+            continue  # a group none of whose types is among these queries
         row: dict[str, float] = {"n": n, "mrr": round(sum(reciprocal_rank(r, rel) for r, rel in pairs) / n, 4)}
         for k in KS:
             row[f"r@{k}"] = round(sum(fraction_at_k(r, rel, k) for r, rel in pairs) / n, 4)

@@ -23,29 +23,44 @@ import numpy as np
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench import bilingual_data, quality_lab
-from bench.bilingual_data import CROSS_LANGUAGE, TYPES, BilingualSet
+from bench.bilingual_data import GROUPS, TYPES, BilingualSet, half
 from bench.bilingual_run import BilingualRun, run_bilingual
 from bench.common import machine_info, print_table
 from bench.locomo import run_on_dataset
-from bench.locomo_data import Conversation, dataset_path
+from bench.locomo_data import CATEGORY_NAMES, Conversation, dataset_path
 from bench.locomo_data import load as load_locomo
 from bench.locomo_run import ModelRun, run_model
 from bench.metrics import Judged, summarise, typed_summary
 from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
 
-BILINGUAL_COLUMNS = ("all", *TYPES, "cross-language")
+BILINGUAL_COLUMNS = ("all", *TYPES, *GROUPS)
+LOCOMO_COLUMNS = ("all", *CATEGORY_NAMES.values())
+HALVES = ("even", "odd")
 
 
-def _locomo_quality(run: ModelRun, conversations: Sequence[Conversation], pure_vector: bool) -> dict[str, Any]:
+def _locomo_quality(run: ModelRun, conversations: Sequence[Conversation], pure_vector: bool,
+                    only: str | None = None) -> dict[str, Any]:
+    """hit@k per category; ``only``: the even (tuning) or odd (held-out) conversations."""
     return summarise(
         Judged(q.category, ranked, q.evidence)
-        for conv, crun in zip(conversations, run.conversations, strict=True)
+        for number, (conv, crun) in enumerate(zip(conversations, run.conversations, strict=True))
+        if only is None or only == ("even" if number % 2 == 0 else "odd")
         for q, ranked in zip(conv.questions, crun.vector_ranked if pure_vector else crun.service_ranked, strict=True))
 
 
-def _bilingual_quality(ranked: Sequence[Sequence[str]], data: BilingualSet) -> dict[str, Any]:
-    judged = [(q.type, r, q.relevant) for q, r in zip(data.queries, ranked, strict=True)]
-    return typed_summary(judged, {"cross-language": CROSS_LANGUAGE})
+def _bilingual_quality(ranked: Sequence[Sequence[str]], data: BilingualSet, only: str | None = None) -> dict[str, Any]:
+    """MRR and R@k per query type; ``only``: the even (tuning) or odd (held-out) query numbers."""
+    judged = [(q.type, r, q.relevant) for q, r in zip(data.queries, ranked, strict=True)
+              if only is None or half(q) == only]
+    return typed_summary(judged, GROUPS)
+
+
+def _service_part(locomo: ModelRun, bilingual: BilingualRun, conversations: Sequence[Conversation],
+                  data: BilingualSet, only: str | None = None) -> dict[str, Any]:
+    return {"locomo": _locomo_quality(locomo, conversations, False, only),
+            "locomo_pure_vector": _locomo_quality(locomo, conversations, True, only),
+            "bilingual": _bilingual_quality(bilingual.service_ranked, data, only),
+            "bilingual_pure_vector": _bilingual_quality(bilingual.vector_ranked, data, only)}
 
 
 def _vector_lookup(conversations: Sequence[Conversation], data: BilingualSet, locomo: dict[str, ModelRun],
@@ -99,10 +114,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "questions": sum(len(c.questions) for c in conversations), "bilingual_queries": len(data.queries),
         "service": {m: {
             "lexical_weight": _weight(args, m),
-            "locomo": _locomo_quality(locomo[m], conversations, pure_vector=False),
-            "locomo_pure_vector": _locomo_quality(locomo[m], conversations, pure_vector=True),
-            "bilingual": _bilingual_quality(bilingual[m].service_ranked, data),
-            "bilingual_pure_vector": _bilingual_quality(bilingual[m].vector_ranked, data),
+            **_service_part(locomo[m], bilingual[m], conversations, data),
+            **{f"{h}_{key}": value for h in HALVES
+               for key, value in _service_part(locomo[m], bilingual[m], conversations, data, h).items()},
             "recall_p50_ms": locomo[m].timing()["recall_latency"]["p50_ms"],  # type: ignore[index]
             "service_s": seconds[m],
         } for m in models},
@@ -125,14 +139,31 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return payload
 
 
-def _rows(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(label, LoCoMo summary, bilingual summary) for the service rows, then the lab's."""
+def _rows(payload: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(label, LoCoMo summary, bilingual summary) for the service rows, then the lab's; ``prefix``
+    'even_' or 'odd_' for one half."""
     rows = []
     for model, part in payload["service"].items():
-        rows.append((f"service: {model} (default ranking)", part["locomo"], part["bilingual"]))
-        rows.append((f"service: {model}, pure vector", part["locomo_pure_vector"], part["bilingual_pure_vector"]))
-    rows += [(entry["method"], entry["locomo"], entry["bilingual"]) for entry in payload.get("lab", [])]
+        rows.append((f"service: {model} (default ranking)", part[f"{prefix}locomo"], part[f"{prefix}bilingual"]))
+        rows.append((f"service: {model}, pure vector", part[f"{prefix}locomo_pure_vector"],
+                     part[f"{prefix}bilingual_pure_vector"]))
+    rows += [(entry["method"], entry[f"{prefix}locomo"], entry[f"{prefix}bilingual"])
+             for entry in payload.get("lab", [])]
     return rows
+
+
+def _halves_report(payload: dict[str, Any]) -> None:
+    """Per query type on each half: LoCoMo hit@5 per category, bilingual MRR per type."""
+    for h in HALVES:
+        rows = _rows(payload, f"{h}_")
+        what = "tuning" if h == "even" else "held out"
+        print_table(f"LoCoMo hit@5 per category, {h} conversations ({what})", ("method", *LOCOMO_COLUMNS),
+                    [[label, *(lo.get(c, {}).get("hit@5", float("nan")) for c in LOCOMO_COLUMNS)]
+                     for label, lo, _ in rows])
+        print_table(f"Bilingual set, MRR per query type, {h} queries ({what}; n: {_counts(rows)})",
+                    ("method", *BILINGUAL_COLUMNS),
+                    [[label, *(bi.get(t, {}).get("mrr", float("nan")) for t in BILINGUAL_COLUMNS)]
+                     for label, _, bi in rows])
 
 
 def report(payload: dict[str, Any]) -> None:
@@ -147,6 +178,7 @@ def report(payload: dict[str, Any]) -> None:
                     ("method", *BILINGUAL_COLUMNS),
                     [[label, *(bi.get(t, {}).get(metric, float("nan")) for t in BILINGUAL_COLUMNS)]
                      for label, _, bi in rows])
+    _halves_report(payload)
     if "sweep" in payload:
         print_table("Default ranking by lexical weight (LoCoMo hit@5 on all / even / odd conversations)",
                     ("weight", "hit@5 all", "even", "odd", "hit@1 all", "bi MRR", "cross R@1", "identifier R@1"),

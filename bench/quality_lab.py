@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from app.memory.ranking import DEFAULT_LEXICAL_WEIGHTS, RankingOptions, terms, tokenize
+from app.memory.ranking import COVERAGE_FLOOR, DEFAULT_LEXICAL_WEIGHTS, RankingOptions, terms, tokenize
 from bench import ranking_variants as rv
-from bench.bilingual_data import CROSS_LANGUAGE
+from bench.bilingual_data import GROUPS
 from bench.bm25 import BM25
 from bench.exact import top_k
 from bench.locomo_data import CATEGORY_NAMES
 from bench.metrics import Judged, summarise, typed_summary
-from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, pooled, reranked, vector_only
+from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, halve, pooled, reranked, vector_only
 
 SWEEP = (0.1, 0.3, 0.5, 0.7, 1.0)
 RECENCY = (0.01, 0.03, 0.1)
@@ -29,8 +29,8 @@ def locomo_summary(method: Method, scopes: Sequence[LabScope]) -> dict[str, dict
     return summarise(Judged(_CATEGORY[label], ranked, relevant) for label, ranked, relevant in evaluate(method, scopes))
 
 
-def bilingual_summary(method: Method, scope: LabScope) -> dict[str, dict[str, float]]:
-    return typed_summary(evaluate(method, [scope]), {"cross-language": CROSS_LANGUAGE})
+def bilingual_summary(method: Method, scope: LabScope | Sequence[LabScope]) -> dict[str, dict[str, float]]:
+    return typed_summary(evaluate(method, [scope] if isinstance(scope, LabScope) else scope), GROUPS)
 
 
 def bm25_only(tokenizer: Callable[[str], list[str]], b: float) -> Method:
@@ -38,9 +38,10 @@ def bm25_only(tokenizer: Callable[[str], list[str]], b: float) -> Method:
     indexes: dict[int, BM25] = {}
 
     def method(s: LabScope, q: LabQuery) -> list[int]:
-        index = indexes.get(id(s))
+        # By the rows' list, which a scope's halves share (a half's own id may be reused once it is freed).
+        index = indexes.get(id(s.texts))
         if index is None:
-            index = indexes[id(s)] = BM25(s.texts, b=b, tokenizer=tokenizer)
+            index = indexes[id(s.texts)] = BM25(s.texts, b=b, tokenizer=tokenizer)
         return top_k(index.scores(q.text), DEPTH).tolist()
 
     return method
@@ -59,32 +60,46 @@ def methods(models: Sequence[str], weight: float | None = None) -> list[tuple[st
     out: list[tuple[str, Method]] = [
         ("bm25 (plain words, b 0.75)", bm25_only(tokenize, 0.75)),
         ("bm25 (stemmed, b 0)", bm25_only(terms, 0.0)),
-        (f"before: {m} + 0.3 bm25, plain, b 0.75, ungated", pooled(m, rv.additive(0.3, tokenize, 0.75))),
-        (f"default: {m} + {w} bm25, stemmed, b 0, language gate", reranked(m, RankingOptions(w))),
-        (f"{m} + {w} bm25, stemmed, b 0, ungated", pooled(m, rv.additive(w))),
-        ("  gate by script only (CJK / other)", pooled(m, rv.gated(w, "script"))),
-        ("  gate per query (top-1 in another language: vector order)", pooled(m, rv.gated(w, "query"))),
-        ("  gate by dropping other-language bonuses", pooled(m, rv.gated(w, "drop"))),
+        (f"before: {m} + {w} bm25/max, language gate with credit", pooled(m, gated)),
+        (f"default: {m}, w {w}, coverage floor {COVERAGE_FLOOR}, language cap", reranked(m, RankingOptions(w))),
+        ("  no coverage floor", reranked(m, RankingOptions(w, coverage_floor=0.0))),
+        ("  coverage floor 0.1", reranked(m, RankingOptions(w, coverage_floor=0.1))),
+        ("  coverage floor 0.2", reranked(m, RankingOptions(w, coverage_floor=0.2))),
+        ("  no language cap", reranked(m, RankingOptions(w, language_cap=False))),
+        ("  no language cap, no coverage floor", reranked(m, RankingOptions(w, language_cap=False,
+                                                                           coverage_floor=0.0))),
+        ("  keyword score = coverage itself", pooled(m, rv.covered(w, COVERAGE_FLOOR))),
+        ("  floor per query (0.3: best coverage), no cap", pooled(m, rv.query_floor(w, 0.3))),
+        ("  longer stop list (English, Chinese function bigrams)", pooled(m, rv.capped(w, COVERAGE_FLOOR,
+                                                                                       tokenizer=rv.terms_stopped))),
+        ("  reciprocal-rank fusion (k 60), scaled to 0..1", pooled(m, rv.rrf_bounded(60, 0.0))),
+        ("  reciprocal-rank fusion (k 60), coverage floor 0.35", pooled(m, rv.rrf_bounded(60, 0.35))),
         ("  per-query z-scores: z(cos) + 1.5 z(bm25)", pooled(m, rv.zscore(1.5))),
-        ("  per-query min-max: mm(cos) + 2 mm(bm25)", pooled(m, rv.minmax(2.0))),
-        ("  + pseudo-relevance feedback (beta 0.5, top 2)", rv.prf(m, gated, 0.5, 2)),
+        ("  + pseudo-relevance feedback (beta 0.5, top 2)", rv.prf(m, rv.capped(w, COVERAGE_FLOOR), 0.5, 2)),
     ]
-    out += [(f"  + recency {r} (half-life 30 days)", pooled(m, rv.with_recency(gated, r))) for r in RECENCY]
+    default = rv.capped(w, COVERAGE_FLOOR)
+    out += [(f"  + recency {r} (half-life 30 days)", pooled(m, rv.with_recency(default, r))) for r in RECENCY]
     for other in models[1:]:
         wo = default_weight(other)
         out.append((f"{other}: pure vector", vector_only(other)))
-        out.append((f"{other} + {wo} bm25, language gate", reranked(other, RankingOptions(wo))))
+        out.append((f"{other}, w {wo}, default ranking", reranked(other, RankingOptions(wo))))
         for share in (0.5, 0.8):
-            out.append((f"ensemble {share} {m} + {1 - share:.1f} {other}, {w} bm25, language gate",
-                        rv.ensemble((m, other), gated, share)))
+            out.append((f"ensemble {share} {m} + {1 - share:.1f} {other}, default ranking",
+                        rv.ensemble((m, other), default, share)))
     return out
 
 
 def run(models: Sequence[str], locomo: Sequence[LabScope], bilingual: LabScope,
         weight: float | None = None) -> list[dict[str, Any]]:
-    """Both summaries of every method."""
+    """Both summaries of every method, on all queries and on each half."""
+    def halves(method: Method) -> dict[str, Any]:
+        return {f"{half}_{part}": summary(method, halve(scopes, half)) for half in ("even", "odd")
+                for part, summary, scopes in (("locomo", locomo_summary, locomo), ("bilingual", bilingual_summary,
+                                                                                     [bilingual]))}
+
     return [{"method": name, "locomo": locomo_summary(method, locomo),
-             "bilingual": bilingual_summary(method, bilingual)} for name, method in methods(models, weight)]
+             "bilingual": bilingual_summary(method, bilingual), **halves(method)}
+            for name, method in methods(models, weight)]
 
 
 def sweep(model: str, locomo: Sequence[LabScope], bilingual: LabScope) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from app.memory import keyword
 from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_of_counts, keyword_query, rerank, terms
-from bench.bilingual_data import BilingualSet
+from bench.bilingual_data import BilingualSet, half
 from bench.exact import top_k
 from bench.locomo_data import CATEGORY_NAMES, Conversation
 from bench.memory_reader import ArrayReader
@@ -34,6 +34,7 @@ class LabQuery:
     relevant: frozenset[str]
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # model -> unit query vector
     keyword_pool: list[int] = field(default_factory=list)  # row indices, keyword search order
+    half: str = ""  # "even" (tuning) or "odd" (held out): LoCoMo by conversation, bilingual by query number
 
 
 @dataclass
@@ -129,6 +130,16 @@ def distinct(scope: LabScope, rows: Sequence[int]) -> list[int]:
     return out
 
 
+def halve(scopes: Sequence[LabScope], half: str) -> list[LabScope]:
+    """The scopes with only the queries of ``half`` (same rows, vectors and token cache)."""
+    out = []
+    for s in scopes:
+        queries = [q for q in s.queries if q.half == half]
+        if queries:
+            out.append(LabScope(s.ids, s.texts, s.docs, s.timestamps, queries, s._tokens))
+    return out
+
+
 def evaluate(method: Method, scopes: Sequence[LabScope]) -> list[tuple[str, list[str], frozenset[str]]]:
     """(label, ranked ids, relevant ids) of every query of every scope, ``K`` distinct texts each."""
     return [(q.label, [s.ids[i] for i in distinct(s, method(s, q))], q.relevant) for s in scopes for q in s.queries]
@@ -140,10 +151,11 @@ Vectors = Callable[[str, str, Sequence[str]], np.ndarray]  # (model, "d" or "q",
 def locomo_scopes(conversations: Sequence[Conversation], models: Sequence[str], vectors: Vectors) -> list[LabScope]:
     """One scope per conversation; labels are the question categories."""
     scopes = []
-    for conv in conversations:
+    for number, conv in enumerate(conversations):
         texts = [t.memory_text for t in conv.turns]
         qvecs = {m: vectors(m, "q", [q.question for q in conv.questions]) for m in models}
-        queries = [LabQuery(q.question, CATEGORY_NAMES[q.category], q.evidence, {m: qvecs[m][i] for m in models})
+        queries = [LabQuery(q.question, CATEGORY_NAMES[q.category], q.evidence, {m: qvecs[m][i] for m in models},
+                            half="even" if number % 2 == 0 else "odd")
                    for i, q in enumerate(conv.questions)]
         docs = {m: vectors(m, "d", texts) for m in models}
         scopes.append(make_scope([t.dia_id for t in conv.turns], texts, docs, queries,
@@ -154,7 +166,7 @@ def locomo_scopes(conversations: Sequence[Conversation], models: Sequence[str], 
 def bilingual_scope(data: BilingualSet, models: Sequence[str], vectors: Vectors) -> LabScope:
     """The whole bilingual set as one scope; labels are the query types."""
     qvecs = {m: vectors(m, "q", [q.text for q in data.queries]) for m in models}
-    queries = [LabQuery(q.text, q.type, q.relevant, {m: qvecs[m][i] for m in models})
+    queries = [LabQuery(q.text, q.type, q.relevant, {m: qvecs[m][i] for m in models}, half=half(q))
                for i, q in enumerate(data.queries)]
     docs = {m: vectors(m, "d", [mem.text for mem in data.memories]) for m in models}
     return make_scope([m.id for m in data.memories], [m.text for m in data.memories], docs, queries)

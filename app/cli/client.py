@@ -219,7 +219,7 @@ def _recall(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[_number(hit.get("score")), _number(hit.get("similarity")),
              *(one_line(hit.get(key)) for key in ("id", "scope", "text"))] for hit in hits]
-    # SCORE orders the list (similarity plus the keyword bonus); SIMILARITY is the cosine alone.
+    # SCORE orders the list (0..1: similarity and keyword score combined); SIMILARITY is the cosine alone.
     print(render_table(["SCORE", "SIMILARITY", "ID", "SCOPE", "TEXT"], rows))
     for hit in hits:
         copies = hit.get("duplicate_ids") or []

@@ -11,7 +11,7 @@ characters, asks the server's vector search for the prompt and prints a ``<memor
 Recalled text was written by other agents, so the block is spotlighted: it says the notes are data,
 not instructions, each note sits in its own ``<memory …>`` element with id, score, similarity and
 scope, and ``&``, ``<`` and ``>`` in the text are escaped so no note can close the block or open a new
-one. Notes come in the server's order, by ``score`` (similarity plus the hybrid's keyword bonus);
+one. Notes come in the server's order, by ``score`` (0..1, similarity and keyword score combined);
 ``--min-score`` compares the cosine ``similarity``, and a text stored several times in a scope is one
 note whose ``duplicate_ids`` attribute names the other copies.
 

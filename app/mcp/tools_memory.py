@@ -47,7 +47,7 @@ class StoredMemory(BaseModel):
 
 class RecalledMemory(StoredMemory):
     score: float = Field(
-        description="What the list is ordered by, higher is better: the similarity plus a bonus for the "
+        description="What the list is ordered by, 0 to 1, higher is better: the similarity and the score of the "
         "query's words (hybrid ranking); the share of query words found in keyword_fallback mode."
     )
     similarity: float | None = Field(

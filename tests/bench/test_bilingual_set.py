@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.memory.ranking import language
-from bench.bilingual_data import DATA_DIR, TYPES, load
+from app.memory.ranking import language, terms
+from bench.bilingual_data import DATA_DIR, TYPES, half, load
 
 
 def test_the_set_has_unique_ids_every_query_type_and_only_existing_answers() -> None:
@@ -41,3 +41,17 @@ def test_a_query_naming_an_unknown_memory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bilingual_queries.jsonl").write_text(json.dumps(query) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="m999"):
         load(tmp_path)
+
+
+def test_reworded_queries_share_almost_no_term_with_their_answer_and_both_halves_hold_every_type() -> None:
+    data = load()
+    by_id = {m.id: m for m in data.memories}
+    reworded = [q for q in data.queries if q.type.endswith("-reworded")]
+    assert len(reworded) >= 45
+    for query in reworded:
+        answer = by_id[next(iter(query.relevant))]
+        assert query.type == f"{answer.lang}-reworded", query.id
+        shared = set(terms(query.text)) & set(terms(answer.text))
+        assert len(shared) <= 2, (query.id, shared)  # at most incidental words ("after", 現在)
+    for kind in TYPES:
+        assert {half(q) for q in data.queries if q.type == kind} == {"even", "odd"}, kind

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import quality
-from bench.bilingual_data import TYPES, load
+from bench.bilingual_data import GROUPS, TYPES, load
 from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def test_quality_reports_locomo_and_every_bilingual_query_type_for_the_service_a
     queries = load().queries
     for part in ("bilingual", "bilingual_pure_vector"):
         summary = service[part]
-        assert set(summary) == {"all", *TYPES, "cross-language"}
+        assert set(summary) == {"all", *TYPES, *GROUPS}
         assert {t: summary[t]["n"] for t in TYPES} == {t: sum(q.type == t for q in queries) for t in TYPES}
         assert all(_metrics_are_sane(row) for row in summary.values())
     # Identifiers are what a lexical bonus is for: on hashed words the ranking must find more of them.
@@ -49,6 +49,10 @@ def test_quality_reports_locomo_and_every_bilingual_query_type_for_the_service_a
     assert payload["lab_agrees_with_service"]["bilingual"] >= 0.9
     assert default["bilingual"]["all"]["mrr"] == pytest.approx(service["bilingual"]["all"]["mrr"], abs=0.02)
     assert [row["weight"] for row in payload["sweep"]] == [0.1, 0.3, 0.5, 0.7, 1.0]
+    # Both halves, per type: the tuning half (even) and the held-out half (odd) add up to the whole.
+    for part in ("bilingual", "locomo"):
+        assert service[f"even_{part}"]["all"]["n"] + service[f"odd_{part}"]["all"]["n"] == service[part]["all"]["n"]
+        assert default[f"even_{part}"]["all"]["n"] + default[f"odd_{part}"]["all"]["n"] == default[part]["all"]["n"]
 
 
 def test_quality_without_the_dataset_says_where_to_put_it_and_exits_2(

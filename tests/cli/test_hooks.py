@@ -144,24 +144,25 @@ def test_recall_leaves_out_a_memory_that_a_newer_one_replaced(live_server: LiveS
 def test_min_score_is_compared_with_the_similarity_not_the_keyword_boosted_score(
         make_settings: SettingsFactory) -> None:
     with run_server(make_settings(rank_lexical_weight=1.0)) as live:
-        memory_id = remember(live, "zebra")
+        memory_id = remember(live, "zebra crossing rules")
         question = prompt("what are the zebra crossing rules downtown")
-        dropped, _ = run_hook("recall", question, live.url, "--min-score", "0.9", env=ROOMY)
         kept, _ = run_hook("recall", question, live.url, "--min-score", "0", env=ROOMY)
+        note = rf'<memory id="{memory_id}" score="([^"]*)" similarity="([^"]*)"'
+        score, similarity = (float(value) for value in re.findall(note, kept.stdout.decode())[0])
+        assert 1.0 >= score > similarity + 0.02  # the keyword score lifts it
+        floor = f"{(score + similarity) / 2:.3f}"  # the score alone would pass this floor
+        dropped, _ = run_hook("recall", question, live.url, "--min-score", floor, env=ROOMY)
 
     assert (dropped.returncode, dropped.stdout) == (0, b"")
-    note = rf'<memory id="{memory_id}" score="([^"]*)" similarity="([^"]*)"'
-    score, similarity = re.findall(note, kept.stdout.decode())[0]
-    assert float(score) > 1.0 > 0.9 > float(similarity)  # the score alone would have passed the floor
 
 
 def test_a_note_carries_similarity_and_copies_only_when_the_server_sent_them() -> None:
     block = format_recall([
-        {"id": "a1", "text": "t", "scope": "global", "score": 1.25, "similarity": 0.5, "duplicate_ids": ["b2", "c3"]},
+        {"id": "a1", "text": "t", "scope": "global", "score": 0.75, "similarity": 0.5, "duplicate_ids": ["b2", "c3"]},
         {"id": "d4", "text": "u", "scope": "global", "score": 0.5, "similarity": None, "duplicate_ids": []},
     ])
 
-    assert '<memory id="a1" score="1.25" similarity="0.50" scope="global" duplicate_ids="b2 c3">' in block
+    assert '<memory id="a1" score="0.75" similarity="0.50" scope="global" duplicate_ids="b2 c3">' in block
     assert '<memory id="d4" score="0.50" scope="global">' in block
 
 

@@ -101,11 +101,11 @@ async def test_without_hybrid_ranking_score_is_the_cosine_and_equals_similarity(
     assert sorted(hit.id for hit in result.hits) == sorted(ids)
     for hit in result.hits:
         cosine = float(np.dot(vector, stored[hit.id]))  # unit vectors: the dot product is the cosine
-        assert hit.similarity == pytest.approx(cosine, abs=1e-5) and hit.score == hit.similarity
+        assert hit.similarity == pytest.approx(cosine, abs=1e-5) and hit.score == max(hit.similarity, 0.0)
     assert result.hits[0].score >= result.hits[1].score
 
 
-async def test_with_hybrid_ranking_score_adds_the_keyword_bonus_to_the_similarity(
+async def test_with_hybrid_ranking_the_keyword_bonus_lifts_the_score_within_0_and_1(
         make_settings: SettingsFactory) -> None:
     async with MemoryService.open(make_settings(rank_lexical_weight=1.0)) as service:
         target = (await service.remember("ticket TASK-00042 waits on the database owner")).memory_id
@@ -115,5 +115,7 @@ async def test_with_hybrid_ranking_score_adds_the_keyword_bonus_to_the_similarit
     assert result.hits[0].id == target
     scores = [hit.score for hit in result.hits]
     assert scores == sorted(scores, reverse=True)
-    assert result.hits[0].score > result.hits[0].similarity + 0.5  # the rare word's bonus (weight 1.0)
+    assert min(scores) >= 0 and max(scores) <= 1
+    # Weight 1.0: the score is the mean of the clipped cosine and the keyword score, here the full one.
+    assert result.hits[0].score == pytest.approx((max(result.hits[0].similarity or 0.0, 0.0) + 1.0) / 2)
     assert result.hits[0].similarity < max(hit.similarity or 0.0 for hit in result.hits[1:])

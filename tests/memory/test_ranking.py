@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ from app.memory.ranking import (
     Candidate,
     RankingOptions,
     bm25_scores,
+    has_identifier,
     keyword_query,
     language,
-    language_gate,
+    language_cap,
     rerank,
+    same_language,
     stem,
     terms,
     tokenize,
@@ -42,7 +45,7 @@ def test_a_query_sharing_no_word_with_any_memory_keeps_its_vector_order() -> Non
                   Candidate("b", "timestamps are stored in milliseconds", 0.60)]
     ranked = rerank("時間戳必須用毫秒", candidates, RankingOptions(lexical_weight=0.5))
     assert _ids(ranked) == ["a", "b"]
-    assert [score for _, score in ranked] == [0.61, 0.60]
+    assert [score for _, score in ranked] == pytest.approx([0.61 / 1.5, 0.60 / 1.5])  # no keyword share
 
 
 def test_lexical_weight_lifts_an_exact_identifier_over_a_slightly_closer_vector_hit() -> None:
@@ -94,45 +97,76 @@ def test_language_tells_english_simplified_and_traditional_chinese_apart() -> No
 LOG_DISK = "事故：数据库服务器磁盘写满后变成只读，原因是慢查询日志没有轮转。"
 
 
-def test_a_memory_in_another_language_is_credited_the_same_language_bonus_at_its_cosine_rank() -> None:
+def test_a_memory_in_another_language_gets_no_bonus_and_same_language_matches_stay_below_it() -> None:
     query = "日志服务器的磁盘为什么满了？"  # Simplified Chinese; the answer is an English note
     candidates = [Candidate("answer", "The log server's disk filled up because rotation only looked at size.", 0.55),
                   Candidate("shares-words", LOG_DISK, 0.50),
                   Candidate("other", "Deploys are frozen after 15:00 on Fridays.", 0.30)]
-    ungated = rerank(query, candidates, RankingOptions(lexical_weight=0.7, language_gate=False))
-    assert _ids(ungated)[0] == "shares-words"  # the failure the gate removes
-    gated = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
-    assert _ids(gated) == ["answer", "shares-words", "other"]
-    assert dict((c.id, s) for c, s in gated)["answer"] == pytest.approx(0.55 + 0.7)
+    uncapped = rerank(query, candidates, RankingOptions(lexical_weight=0.7, language_cap=False))
+    assert _ids(uncapped)[0] == "shares-words"  # the failure the cap removes
+    capped = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
+    assert _ids(capped) == ["answer", "shares-words", "other"]
+    scores = dict((c.id, s) for c, s in capped)
+    assert scores["answer"] == pytest.approx(0.55 / 1.7)  # no shared term: the cosine alone, no credit
+    assert scores["other"] == pytest.approx(0.30 / 1.7)
+    assert scores["shares-words"] <= scores["answer"]
 
 
-def test_simplified_and_traditional_chinese_are_gated_as_two_languages() -> None:
+def test_an_unrelated_memory_in_another_language_is_not_lifted_by_the_query_words_of_others() -> None:
+    query = "部署之前要做什么"
+    candidates = [Candidate("answer", "發版流程：先部署到預備環境，冒煙測試通過後由值班工程師手動核准上線。", 0.45),
+                  Candidate("shares-a-word", "事故：部署腳本誤刪了上傳目錄，因為路徑變數是空字串。", 0.30),
+                  Candidate("unrelated", "Analytics events are sampled at 10% on the client.", 0.073)]
+    ranked = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
+    assert _ids(ranked)[-1] == "unrelated"
+    assert dict((c.id, s) for c, s in ranked)["unrelated"] == pytest.approx(0.073 / 1.7)
+
+
+def test_a_memory_sharing_only_an_incidental_word_gets_no_keyword_score() -> None:
+    query = "how do we keep stale data out of a new release now"
+    candidates = [Candidate("answer", "Cache keys include the schema version, so a deploy reads no old entry.", 0.5),
+                  Candidate("incidental", "We now use pnpm.", 0.3)]
+    assert _ids(rerank(query, candidates, RankingOptions(lexical_weight=0.7, coverage_floor=0.0)))[0] == "incidental"
+    ranked = rerank(query, candidates, RankingOptions(lexical_weight=0.7))
+    assert _ids(ranked) == ["answer", "incidental"]
+    assert [s for _, s in ranked] == pytest.approx([0.5 / 1.7, 0.3 / 1.7])
+
+
+def test_simplified_and_traditional_chinese_are_capped_as_two_languages() -> None:
     query = "資料庫連線池大小是多少？"  # Traditional; the answer is written in Simplified characters
     candidates = [Candidate("answer", "数据库连接池设为 20 个，再多就会触发告警。", 0.60),
                   Candidate("shares-words", "資料庫備份每天凌晨三點執行，每週一再做一次還原演練。", 0.50)]
-    assert _ids(rerank(query, candidates, RankingOptions(lexical_weight=0.7, language_gate=False)))[0] == "shares-words"
-    assert _ids(rerank(query, candidates, RankingOptions(lexical_weight=0.7)))[0] == "answer"
+    no_floor = RankingOptions(lexical_weight=0.7, coverage_floor=0.0)  # two shared bigrams: under the floor
+    assert _ids(rerank(query, candidates, replace(no_floor, language_cap=False)))[0] == "shares-words"
+    assert _ids(rerank(query, candidates, no_floor))[0] == "answer"
 
 
 def test_a_query_naming_an_identifier_keeps_its_lexical_bonus_in_every_language() -> None:
     candidates = [Candidate("closer", "TASK-00112：登入頁面的驗證碼在深色模式下看不清楚。", 0.60),
                   Candidate("answer", "TASK-00047: the CSV export truncates customer names.", 0.50)]
     assert _ids(rerank("TASK-00047", candidates, RankingOptions(lexical_weight=0.7)))[0] == "answer"
+    assert has_identifier("REDIS_URL") and has_identifier("p95") and has_identifier("X-API-KEY")
+    assert not has_identifier("the on-call engineer keeps it read-only")  # hyphenated words are words
 
 
 @given(st.lists(st.tuples(st.sampled_from(["deploy notes", "部署腳本", "部署脚本", "Кэш"]),
                           st.floats(-1, 1), st.floats(0, 1)), min_size=1, max_size=12),
        st.sampled_from(["deploy", "部署在哪", "部署在哪裡", "кэш"]))
-def test_the_gate_only_raises_bonuses_of_other_languages(rows: list[tuple[str, float, float]], query: str) -> None:
+def test_the_cap_only_lowers_same_language_scores_to_closer_other_language_ones(
+        rows: list[tuple[str, float, float]], query: str) -> None:
     texts = [text for text, _, _ in rows]
     cosines = np.array([cos for _, cos, _ in rows])
-    bonus = np.array([b for _, _, b in rows])
-    gated = language_gate(query, texts, cosines, bonus)
-    assert np.all(gated >= bonus)
+    scores = np.array([s for _, _, s in rows])
+    capped = language_cap(query, texts, cosines, scores)
+    assert np.all(capped <= scores)
     mine = language(query)
-    for text, before, after in zip(texts, bonus, gated, strict=True):
-        if language(text) == mine:
-            assert after == before
+    other = [not same_language(language(text), mine) for text in texts]
+    for i in range(len(rows)):
+        if other[i]:
+            assert capped[i] == scores[i]
+        else:
+            closer = [scores[j] for j in range(len(rows)) if other[j] and cosines[j] > cosines[i]]
+            assert capped[i] == min([scores[i], *closer])
 
 
 def test_the_keyword_query_keeps_content_words_once_and_drops_stop_words() -> None:
@@ -214,7 +248,7 @@ async def test_a_chinese_query_over_english_notes_keeps_the_vector_order(make_se
         hybrid = (await service.recall(query, top_k=4)).hits
         vector = await _vector_rows(service, query, 4)
     assert [hit.id for hit in hybrid] == [row["id"] for row in vector]
-    assert [hit.score for hit in hybrid] == pytest.approx([row["score"] for row in vector], abs=1e-6)
+    assert [hit.score for hit in hybrid] == pytest.approx([max(row["score"], 0) / 2 for row in vector], abs=1e-6)
 
 
 @pytest.mark.parametrize("weight", [0.0, None], ids=["zero", "hash-default"])
@@ -225,7 +259,7 @@ async def test_lexical_weight_zero_gives_exactly_the_vector_order(make_settings:
         await _fill(service, [*NEAR_MISSES, TARGET])
         hits = (await service.recall(query, top_k=7)).hits
         vector = await _vector_rows(service, query, 7)
-    assert [(hit.id, hit.score) for hit in hits] == [(row["id"], row["score"]) for row in vector]
+    assert [(hit.id, hit.score) for hit in hits] == [(row["id"], max(row["score"], 0.0)) for row in vector]
 
 
 async def test_keyword_only_candidates_stay_inside_the_scope(make_settings: SettingsFactory) -> None:

@@ -72,8 +72,12 @@ function memoryMeta(memory) {
   meta.append(timeEl(memory.timestamp));
   const agent = agentOf(memory);
   if (agent) meta.append(el("span", { class: "agent", text: `by ${agent}` }));
+  // score (0..1) orders the list; similarity is the cosine alone, shown beside it when the search compared vectors.
   if (memory.score !== undefined && memory.score !== null) {
-    meta.append(el("span", { class: "score", title: "similarity", text: `score ${Number(memory.score).toFixed(3)}` }));
+    const similarity = memory.similarity === undefined || memory.similarity === null
+      ? "" : ` · similarity ${Number(memory.similarity).toFixed(3)}`;
+    meta.append(el("span", { class: "score", title: "score: what the list is ordered by, 0 to 1",
+      text: `score ${Number(memory.score).toFixed(3)}${similarity}` }));
   }
   meta.append(el("span", { class: "id muted", text: memory.id }));
   return meta;
