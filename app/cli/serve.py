@@ -24,7 +24,6 @@ def add_commands(commands: Any) -> None:
     serve.set_defaults(handler=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -108,5 +107,7 @@ def bind_listener(host: str, port: int) -> socket.socket:
     except OSError:
         listener.close()
         raise
-    listener.set_inheritable(True)
+    # Close-on-exec (Python's default, kept on purpose): under uvloop a job's close_fds is not applied,
+    # and a job holding this socket would keep the port after the server dies and could accept() its clients.
+    listener.set_inheritable(False)
     return listener

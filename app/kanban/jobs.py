@@ -2,6 +2,8 @@
 
 A job is a process group (``start_new_session=True``): on timeout or shutdown the whole group gets
 SIGTERM, then SIGKILL after the grace period, so a background grandchild cannot outlive its job.
+A job inherits only its stdio (``launch_argv``) and gets SIGTERM when the server dies; what a killed
+server leaves behind, the next one kills at start (``recover``) and records as abandoned.
 The server never waits for a job on the event loop: ``trigger`` returns as soon as the process runs.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from app.errors import InvalidInput
 from app.kanban.errors import JobRefusedAsRoot
 from app.kanban.job_audit import JobAudit
-from app.kanban.job_command import JobCommand, check_args, job_env, not_configured
+from app.kanban.job_command import JobCommand, check_args, job_env, launch_argv, not_configured
 from app.kanban.job_records import JobOutcome, JobRecords
 from app.kanban.models import Job
 from app.kanban.output import CappedBuffer, drain
@@ -131,14 +133,14 @@ class JobRunner:
         await asyncio.to_thread(self.records.insert, job)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *launch_argv(argv),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=command.cwd,
                 env=job_env(task_id, job_id),
                 start_new_session=True,
-                close_fds=True,
+                close_fds=True,  # ignored by uvloop: the launcher closes what the job must not hold
             )
         except OSError as exc:
             outcome = JobOutcome("failed", None, now_ms(), "", "", 0, 0, False, f"could not start: {exc}")

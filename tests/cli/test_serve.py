@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import psutil
 import pytest
 
-from tests.support.server import free_port, wait_until_ready
+from tests.kanban.support import wait_gone, write_job_script
+from tests.support.server import free_port, spawn_server, wait_until_ready
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
@@ -24,6 +29,35 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
         MEMORY_MCP_EMBEDDING_PROVIDER="hash",
     )
     return env
+
+
+def wait_for_probe(script: Path, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The probe the job writes once it runs (an external process: polled with a deadline)."""
+    path = script.parent / f"probe-{job_id}.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                data: dict[str, Any] = json.loads(path.read_text())
+                return data
+            except ValueError:
+                pass  # half-written
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never wrote its probe")
+
+
+def ended(pid: int, timeout: float = 10.0) -> bool:
+    """Whether ``pid`` is gone or a zombie within ``timeout`` (not our child: polled with a deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
@@ -107,3 +141,29 @@ def test_the_start_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None
     [ready] = [line for line in log_path.read_text().splitlines() if "memory-mcp listening" in line]
     base = f"http://127.0.0.1:{port}"
     assert f"{base}/ " in ready and f"{base}/mcp " in ready and f"{base}/mcp/sse " in ready
+
+
+@pytest.mark.slow
+def test_after_kill_9_with_a_job_running_the_port_is_free_and_the_next_server_reaps_the_job(tmp_path: Path) -> None:
+    script = write_job_script(tmp_path / "jobs").resolve()
+    env = clean_env(tmp_path) | {"MEMORY_MCP_JOB_COMMAND": str(script), "MEMORY_MCP_JOBS_ALLOW_ROOT": "true"}
+    port = free_port()
+    with spawn_server(env, log_path=tmp_path / "first.log", port=port, loaded=False) as first:
+        job = httpx.post(f"{first.url}/api/kanban/jobs", json={"args": ["hang"]}, trust_env=False).json()
+        probe = wait_for_probe(script, job["id"])
+        first.process.kill()  # SIGKILL: no shutdown code runs
+        first.process.wait(10)
+        killed_at = time.monotonic()
+        # The job held none of the server's descriptors, so the port is free at once.
+        with socket.create_server(("127.0.0.1", port)):
+            pass
+        # SIGTERM at the server's death ends the job; its grandchild ignores SIGTERM and is still there.
+        assert ended(job["pid"])
+        assert not ended(probe["grandchild"], timeout=0)
+    with spawn_server(env, log_path=tmp_path / "second.log", port=port, loaded=False) as second:
+        rebound_s = time.monotonic() - killed_at
+        record = httpx.get(f"{second.url}/api/kanban/jobs/{job['id']}", trust_env=False).json()
+    assert sorted(probe["fds"]) == ["0", "1", "2"], probe["fds"]
+    assert record["status"] == "abandoned" and "killed" in record["reason"], record
+    assert wait_gone(job["pid"]) == []  # the next server killed the rest of the job's group
+    print(f"a new server answered {rebound_s:.1f} s after the kill")  # noqa: T201 - shown with -s

@@ -17,8 +17,14 @@ import json, os, signal, subprocess, sys, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 mode = sys.argv[-1] if len(sys.argv) > 1 else ""
+fds = {{}}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        fds[name] = os.readlink("/proc/self/fd/" + name)
+    except OSError:  # the listing's own descriptor, closed by now
+        pass
 record = {{"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd(),
-          "stdin": os.readlink("/proc/self/fd/0"), "pgid": os.getpgid(0)}}
+          "stdin": os.readlink("/proc/self/fd/0"), "pgid": os.getpgid(0), "fds": fds}}
 if mode == "hang":
     # A grandchild that ignores SIGTERM and keeps the stdout pipe open: only a group SIGKILL ends it.
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
