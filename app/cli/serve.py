@@ -26,8 +26,9 @@ def add_commands(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
-    from app.settings import Settings
+    from app.settings import Settings, describe_errors
 
     overrides: dict[str, Any] = {}
     for field in ("host", "port", "db_path", "embedding_provider", "kanban_db"):
@@ -36,11 +37,15 @@ def run(args: argparse.Namespace) -> int:
             overrides[field] = value
     if args.allow_remote:
         overrides["allow_remote"] = True
+    # A bad setting ends start-up with one line per variable (never its value), status 2, no traceback.
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        for error in exc.errors():
-            print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        for line in describe_errors(exc):
+            print(f"memory-mcp: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    except SettingsError as exc:  # a value the settings sources could not even parse (.env syntax, …)
+        print(f"memory-mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE
     # Bind before the app and its heavy imports: a busy port is an error at once, before anything
     # says "ready".

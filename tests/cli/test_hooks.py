@@ -172,13 +172,13 @@ def test_a_note_carries_similarity_and_copies_only_when_the_server_sent_them() -
 
 
 def test_recall_sends_the_token_and_searches_only_the_requested_scope(make_settings: SettingsFactory) -> None:
-    with run_server(make_settings(token=SecretStr("hook-token"))) as live:
+    with run_server(make_settings(token=SecretStr("hook-token-0123456"))) as live:
         remember(live, "deploy notes for the claude code agent", scope="agent:claude-code")
         remember(live, "deploy notes for the antigravity agent", scope="agent:antigravity")
 
         done, _ = run_hook(
             "recall", prompt("deploy notes for the agent"), live.url, "--agent", "antigravity", "--min-score", "0",
-            env={"MEMORY_MCP_TOKEN": "hook-token", **ROOMY},
+            env={"MEMORY_MCP_TOKEN": "hook-token-0123456", **ROOMY},
         )
         unauthorised, _ = run_hook("recall", prompt("deploy notes for the agent"), live.url, env=ROOMY)
 

@@ -76,6 +76,22 @@ def test_non_loopback_bind_without_token_exits_nonzero_within_5_s_naming_the_fix
     assert "MEMORY_MCP_TOKEN" in message and "--allow-remote" in message
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("MEMORY_MCP_AGENT_TOKENS", '{"tok-SECRET-0123456789": "bob"'),
+    ("MEMORY_MCP_STORAGE_OPTIONS", '{"aws_secret_access_key": "SECRET"'),
+    ("MEMORY_MCP_AGENT_TOKENS", '{"tok-SECRET": "bob"}'),
+])
+def test_a_bad_setting_ends_start_up_with_one_line_and_status_2(tmp_path: Path, variable: str, value: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())],
+        env=clean_env(tmp_path) | {variable: value}, cwd=tmp_path, capture_output=True, timeout=60,
+    )
+    [line] = result.stderr.decode().splitlines()
+    assert result.returncode == 2 and result.stdout == b""
+    assert line.startswith(f"memory-mcp: {variable}: ") and "SECRET" not in line
+    assert not (tmp_path / "lancedb").exists()
+
+
 @pytest.fixture
 def default_server(tmp_path: Path) -> Iterator[int]:
     """``memory-mcp serve --port N`` with no host anywhere in its environment or arguments."""
