@@ -192,8 +192,9 @@ class Settings(BaseSettings):
     # background probe, every cooldown, gets an answer.
     embedding_breaker_failures: int = Field(default=5, ge=1)
     embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0)
-    # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback).
-    recall_embedding_budget_s: float = Field(default=1.5, gt=0)
+    # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback):
+    # 1 s leaves the keyword search and the transport room to answer within 2 s from the first call.
+    recall_embedding_budget_s: float = Field(default=1.0, gt=0)
     embedding_batch_size: int = Field(default=64, ge=1)
     local_model_process: bool = True
     local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)
