@@ -61,17 +61,18 @@ def ended(pid: int, timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
-def test_non_loopback_bind_without_token_exits_nonzero_within_5_s_naming_the_fix(tmp_path: Path, host: str) -> None:
-    started = time.monotonic()
+def test_non_loopback_bind_without_token_exits_2_before_opening_anything_naming_the_fix(
+    tmp_path: Path, host: str
+) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "app.cli", "serve", "--host", host, "--port", str(free_port())],
         env=clean_env(tmp_path),
         cwd=tmp_path,
         capture_output=True,
-        timeout=5,
+        timeout=60,
     )
-    assert result.returncode != 0
-    assert time.monotonic() - started < 5
+    assert result.returncode == 2
+    assert not (tmp_path / "lancedb").exists() and not (tmp_path / "kanban.sqlite3").exists()
     message = result.stderr.decode()
     assert "MEMORY_MCP_TOKEN" in message and "--allow-remote" in message
 
