@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     agent_tokens: Annotated[dict[str, AgentToken], NoDecode] = Field(default_factory=dict, repr=False)
     agent_may_write_global: bool = True
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    log_format: Literal["json", "text"] = "json"
+    log_format: Literal["auto", "json", "text", "console"] = "auto"  # auto: console on a terminal, else JSON
     log_level: str = "INFO"
     sse_endpoint_format: SseEndpointFormat = "auto"  # the endpoint event of GET /mcp/sse; see app/mcp/legacy_sse.py
     stateless_http: bool = False  # /mcp without sessions, so replicas behind a load balancer can serve it

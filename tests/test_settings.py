@@ -1,9 +1,12 @@
 import json
+import logging
+import time
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from app.logging_setup import formatter_for
 from app.settings import Settings, describe_errors
 
 
@@ -115,3 +118,17 @@ def test_a_rejected_setting_never_echoes_its_value(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ValidationError) as refused:
         Settings()
     assert "agent_tokens" in str(refused.value) and secret not in str(refused.value)
+
+
+@pytest.mark.parametrize(("log_format", "terminal", "first"), [
+    ("auto", True, "12:"), ("auto", False, "{"), ("json", True, "{"), ("text", True, "level="),
+    ("console", False, "12:"),
+])
+def test_logs_are_readable_on_a_terminal_and_json_otherwise_unless_asked(
+    make_settings, log_format: str, terminal: bool, first: str
+) -> None:
+    record = logging.LogRecord("app.main", logging.INFO, __file__, 1, "memory-mcp listening", None, None)
+    record.created = time.mktime((2026, 1, 1, 12, 0, 0, 0, 0, -1))
+    line = formatter_for(log_format, terminal).format(record)
+    assert line.startswith(first) and "memory-mcp listening" in line
+    assert make_settings().log_format == "text" and Settings().log_format == "auto"
