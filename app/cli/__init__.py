@@ -18,7 +18,7 @@ EXIT_HOOK_USAGE = 1
 
 def build_parser() -> argparse.ArgumentParser:
     from app import __version__
-    from app.cli import client, config, data, hooks, kanban, serve, service, stdio, table
+    from app.cli import backup, client, config, data, hooks, kanban, serve, service, stdio, table
 
     parser = argparse.ArgumentParser(prog="memory-mcp", description="Shared memory and kanban for AI agents.")
     parser.add_argument("--version", action="version", version=f"memory-mcp {__version__}")
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     kanban.add_commands(commands)
     data.add_commands(commands)
     table.add_commands(commands)
+    backup.add_commands(commands)
     service.add_commands(commands)
     return parser
 
