@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,16 @@ def test_a_bad_setting_ends_start_up_with_one_line_and_status_2(tmp_path: Path, 
     assert not (tmp_path / "lancedb").exists()
 
 
-@pytest.fixture
-def default_server(tmp_path: Path) -> Iterator[int]:
-    """``memory-mcp serve --port N`` with no host anywhere in its environment or arguments."""
+@dataclass
+class DefaultServer:
+    port: int
+    log_path: Path
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DefaultServer]:
+    """``memory-mcp serve --port N`` with no host anywhere in its environment or arguments (one per module)."""
+    tmp_path = tmp_path_factory.mktemp("default-server")
     port = free_port()
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:
@@ -108,7 +116,7 @@ def default_server(tmp_path: Path) -> Iterator[int]:
         )
     try:
         wait_until_ready(f"http://127.0.0.1:{port}", process, timeout=60)
-        yield port
+        yield DefaultServer(port, log_path)
     finally:
         process.terminate()
         try:
@@ -119,44 +127,34 @@ def default_server(tmp_path: Path) -> Iterator[int]:
 
 
 @pytest.mark.slow
-def test_default_bind_listens_on_loopback_only(default_server: int) -> None:
+def test_default_bind_listens_on_loopback_only(default_server: DefaultServer) -> None:
     listening = {
         conn.laddr.ip
         for conn in psutil.net_connections(kind="inet")
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == default_server
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == default_server.port
     }
     assert listening and listening <= {"127.0.0.1", "::1"}, listening
 
 
 @pytest.mark.slow
-def test_a_busy_port_is_an_error_before_ready_and_names_the_fix(default_server: int, tmp_path: Path) -> None:
+def test_a_busy_port_is_an_error_before_ready_and_names_the_fix(default_server: DefaultServer, tmp_path: Path) -> None:
     second = tmp_path / "second"
     second.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(default_server)],
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(default_server.port)],
         env=clean_env(second), cwd=second, capture_output=True, timeout=60,
     )
     output = (result.stdout + result.stderr).decode()
     assert result.returncode == 1
-    assert f"cannot listen on 127.0.0.1:{default_server}" in output and "--port" in output
+    assert f"cannot listen on 127.0.0.1:{default_server.port}" in output and "--port" in output
     assert "memory-mcp listening" not in output and "memory-mcp ready" not in output
     assert not (second / "lancedb").exists()  # nothing was opened
 
 
 @pytest.mark.slow
-def test_the_start_line_gives_the_dashboard_and_mcp_urls(tmp_path: Path) -> None:
-    port = free_port()
-    log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                                   env=clean_env(tmp_path), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_until_ready(f"http://127.0.0.1:{port}", process, timeout=60)
-    finally:
-        process.terminate()
-        process.wait(15)
-    [ready] = [line for line in log_path.read_text().splitlines() if "memory-mcp listening" in line]
-    base = f"http://127.0.0.1:{port}"
+def test_the_start_line_gives_the_dashboard_and_mcp_urls(default_server: DefaultServer) -> None:
+    [ready] = [line for line in default_server.log_path.read_text().splitlines() if "memory-mcp listening" in line]
+    base = f"http://127.0.0.1:{default_server.port}"
     assert f"{base}/ " in ready and f"{base}/mcp " in ready and f"{base}/mcp/sse " in ready
 
 
