@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,16 +133,20 @@ class JobRunner:
         job = Job(id=job_id, task_id=task_id, argv=argv, status="running", started_ms=now_ms(), actor=actor)
         await asyncio.to_thread(self.records.insert, job)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *launch_argv(argv),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=command.cwd,
-                env=job_env(task_id, job_id),
-                start_new_session=True,
-                close_fds=True,  # ignored by uvloop: the launcher closes what the job must not hold
-            )
+            with warnings.catch_warnings():
+                # uvloop runs the at-fork hooks, and LanceDB's warns that it is not fork-safe; the child
+                # execs the launcher at once, so nothing of LanceDB runs in it.
+                warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
+                process = await asyncio.create_subprocess_exec(
+                    *launch_argv(argv),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    cwd=command.cwd,
+                    env=job_env(task_id, job_id),
+                    start_new_session=True,
+                    close_fds=True,  # ignored by uvloop: the launcher closes what the job must not hold
+                )
         except OSError as exc:
             outcome = JobOutcome("failed", None, now_ms(), "", "", 0, 0, False, f"could not start: {exc}")
             return await asyncio.to_thread(self.records.finish, job_id, outcome)

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tests.kanban.support import wait_gone, write_job_script
-from tests.support.server import free_port, spawn_server, wait_until_ready
+from tests.support.server import free_port, spawn_server, wait_until_loaded, wait_until_ready
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
@@ -163,7 +163,7 @@ def test_after_kill_9_with_a_job_running_the_port_is_free_and_the_next_server_re
     script = write_job_script(tmp_path / "jobs").resolve()
     env = clean_env(tmp_path) | {"MEMORY_MCP_JOB_COMMAND": str(script), "MEMORY_MCP_JOBS_ALLOW_ROOT": "true"}
     port = free_port()
-    with spawn_server(env, log_path=tmp_path / "first.log", port=port, loaded=False) as first:
+    with spawn_server(env, log_path=tmp_path / "first.log", port=port) as first:
         job = httpx.post(f"{first.url}/api/kanban/jobs", json={"args": ["hang"]}, trust_env=False).json()
         probe = wait_for_probe(script, job["id"])
         first.process.kill()  # SIGKILL: no shutdown code runs
@@ -176,7 +176,8 @@ def test_after_kill_9_with_a_job_running_the_port_is_free_and_the_next_server_re
         assert ended(job["pid"])
         assert not ended(probe["grandchild"], timeout=0)
     with spawn_server(env, log_path=tmp_path / "second.log", port=port, loaded=False) as second:
-        rebound_s = time.monotonic() - killed_at
+        rebound_s = time.monotonic() - killed_at  # listening and answering /healthz
+        wait_until_loaded(second.url, second.process, 120)  # the board is open: stale jobs were reaped
         record = httpx.get(f"{second.url}/api/kanban/jobs/{job['id']}", trust_env=False).json()
     assert sorted(probe["fds"]) == ["0", "1", "2"], probe["fds"]
     assert record["status"] == "abandoned" and "killed" in record["reason"], record
