@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -11,13 +10,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
 import pytest
 
-from tests.kanban.support import wait_gone, write_job_script
+from tests.kanban.support import wait_for_probe, wait_gone, write_job_script
 from tests.support.server import free_port, spawn_server, wait_until_loaded, wait_until_ready
 
 
@@ -30,21 +28,6 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
         MEMORY_MCP_EMBEDDING_PROVIDER="hash",
     )
     return env
-
-
-def wait_for_probe(script: Path, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
-    """The probe the job writes once it runs (an external process: polled with a deadline)."""
-    path = script.parent / f"probe-{job_id}.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            try:
-                data: dict[str, Any] = json.loads(path.read_text())
-                return data
-            except ValueError:
-                pass  # half-written
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} never wrote its probe")
 
 
 def ended(pid: int, timeout: float = 10.0) -> bool:

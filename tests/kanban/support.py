@@ -84,3 +84,15 @@ def wait_gone(pgid: int, timeout: float = 5.0) -> list[psutil.Process]:
         psutil.wait_procs(members, timeout=0.2)  # returns early once they exit; zombies are re-checked
         members = live_group_members(pgid)
     return members
+
+
+def wait_for_probe(script: Path, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The probe the job writes once it runs (another process: polled with a deadline)."""
+    path = script.parent / f"probe-{job_id}.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return read_probe(script, job_id)
+        except (OSError, ValueError):  # not written yet, or half-written
+            time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never wrote {path}")

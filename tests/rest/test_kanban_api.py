@@ -11,7 +11,7 @@ import pytest
 
 from app.kanban.models import STATUSES
 from app.settings import Settings
-from tests.kanban.support import live_group_members, read_probe, wait_gone, write_job_script
+from tests.kanban.support import live_group_members, read_probe, wait_for_probe, wait_gone, write_job_script
 from tests.support.server import LiveServer, run_server, spawn_server
 
 SettingsFactory = Callable[..., Settings]
@@ -139,11 +139,13 @@ def test_a_job_left_by_a_killed_server_is_killed_and_marked_at_the_next_start(
         "MEMORY_MCP_JOB_COMMAND": str(script), "MEMORY_MCP_JOBS_ALLOW_ROOT": "true",
     }
     with spawn_server(env, log_path=tmp_path / "first.log") as first:
-        job = httpx.post(f"{first.url}/api/kanban/jobs", json={"args": ["slow"]}, timeout=30).json()
+        # "hang": the job starts a grandchild that ignores SIGTERM, so something of it outlives the server.
+        job = httpx.post(f"{first.url}/api/kanban/jobs", json={"args": ["hang"]}, timeout=30).json()
+        wait_for_probe(script, job["id"])
         first.process.kill()  # kill -9: no shutdown hook runs
         first.process.wait(10)
     try:
-        assert live_group_members(job["pid"]), "the job outlived its server, as a real crash leaves it"
+        assert live_group_members(job["pid"]), "part of the job outlived its server, as a real crash leaves it"
         with spawn_server(env, log_path=tmp_path / "second.log") as second:
             record = httpx.get(f"{second.url}/api/kanban/jobs/{job['id']}", timeout=30).json()
         assert record["status"] == "abandoned" and "killed" in record["reason"]
