@@ -59,7 +59,17 @@ def job_env(task_id: str | None, job_id: str, source: dict[str, str] | None = No
 #: socket among them: a job holding it would keep the port after the server died and could accept() its
 #: clients). On Linux it also asks for SIGTERM when the server dies, even by SIGKILL.
 LAUNCHER = """import os, sys
-os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+# The open descriptors, listed: closing up to SC_OPEN_MAX one by one can take seconds where it is huge.
+try:
+    fds = [int(name) for name in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
+except OSError:
+    fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 65536))
+for fd in fds:
+    if fd > 2:
+        try:
+            os.close(fd)
+        except OSError:  # the listing's own descriptor, already closed
+            pass
 if sys.platform == "linux":
     import ctypes, signal
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -69,8 +79,9 @@ try:
     os.execv(sys.argv[2], sys.argv[2:])
 except OSError as exc:
     sys.stderr.write(f"could not start {sys.argv[2]}: {exc.strerror}\\n")
-    sys.exit(127)
+    sys.exit(127)  # LAUNCH_FAILED
 """
+LAUNCH_FAILED = 127
 
 
 def launch_argv(argv: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from app.errors import InvalidInput
 from app.kanban.errors import JobRefusedAsRoot
 from app.kanban.job_audit import JobAudit
-from app.kanban.job_command import JobCommand, check_args, job_env, launch_argv, not_configured
+from app.kanban.job_command import LAUNCH_FAILED, JobCommand, check_args, job_env, launch_argv, not_configured
 from app.kanban.job_records import JobOutcome, JobRecords
 from app.kanban.models import Job
 from app.kanban.output import CappedBuffer, drain
@@ -174,6 +174,8 @@ class JobRunner:
             if status == "succeeded" and code != 0:
                 status = "failed"
                 reason = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                if code == LAUNCH_FAILED and err.text().startswith("could not start"):
+                    reason = err.text().strip()  # the launcher's exec failed: say why, as a failed spawn did
             if entry.stop_reason is not None and status != "timed_out":
                 status, reason = "failed", entry.stop_reason
             outcome = JobOutcome(status, code, now_ms(), out.text(), err.text(), out.total, err.total,

@@ -264,3 +264,11 @@ async def test_every_trigger_is_audited_with_who_args_exit_code_and_duration(
         (failed.id, "bob", ["fail"], "failed", 3),
     ]
     assert all(e["duration_ms"] >= 0 and e["at_ms"] >= ok.started_ms for e in lines)
+
+
+async def test_a_command_gone_since_start_up_is_a_failed_job_saying_why(job_settings: Settings, script: Path) -> None:
+    async with KanbanService.open(job_settings) as kanban:
+        os.unlink(script)  # checked at start-up, removed before the trigger
+        job = await kanban.trigger_job(wait_s=20)
+    assert (job.status, job.exit_code) == ("failed", 127)
+    assert job.reason == f"could not start {script}: No such file or directory"
