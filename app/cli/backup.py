@@ -21,6 +21,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _copy_sqlite(source: Path, target: Path) -> int:
     """Copy a SQLite database page by page (consistent while others write); the number of tasks in it."""
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as dst:
+    with closing(sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True)) as src, \
+            closing(sqlite3.connect(target)) as dst:
         src.backup(dst)
         return _count_tasks(dst)
 
@@ -109,7 +111,7 @@ def _members(archive: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
 def _check_board(board: Path, replace: bool) -> None:
     if not board.is_file() or replace:
         return
-    with sqlite3.connect(f"file:{board}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(board.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
         tasks = _count_tasks(conn)
     if tasks:
         raise BackupError(f"the board at {board} already holds {tasks} tasks: pass --replace-board to replace it "
