@@ -7,7 +7,8 @@ RUNTIME := $(VENV)/.installed-runtime
 TOOLS := $(VENV)/.installed-test
 
 .PHONY: help install install-test run test interop lint bench clean
-CHROMIUM := /usr/bin/chromium
+# Another browser binary (no root, no apt): MEMORY_MCP_TEST_CHROMIUM=/path/to/chromium make test
+CHROMIUM := $(or $(MEMORY_MCP_TEST_CHROMIUM),/usr/bin/chromium)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,7 +28,7 @@ install-test: $(TOOLS) ## add the test tools (pytest, ruff, Playwright, schemath
 
 # The dashboard tests drive Debian's Chromium through Playwright (no browser download at run time).
 $(CHROMIUM):
-	@command -v apt-get >/dev/null || { echo "install Chromium at $(CHROMIUM) for the dashboard tests"; exit 1; }
+	@command -v apt-get >/dev/null || { echo "install Chromium at $(CHROMIUM) for the dashboard tests, or set MEMORY_MCP_TEST_CHROMIUM"; exit 1; }
 	@echo "The dashboard tests need a browser: installing Debian's chromium package with apt-get (about 230 packages)."
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 

@@ -1,10 +1,16 @@
-"""Structured logs: one JSON object (or key=value line) per record, with the request id."""
+"""Logs: one JSON object (or key=value line) per record, with the request id; readable lines on a terminal.
+
+``MEMORY_MCP_LOG_FORMAT``: ``auto`` (the default) writes ``console`` lines when stderr is a terminal and
+JSON otherwise (a service manager, a file, a container); ``json``, ``text`` (key=value) and ``console``
+force one.
+"""
 
 from __future__ import annotations
 
 import contextvars
 import json
 import logging
+import sys
 import time
 
 from app.settings import Settings
@@ -46,14 +52,34 @@ class KeyValueFormatter(logging.Formatter):
         return line
 
 
+class ConsoleFormatter(logging.Formatter):
+    """For a person at a terminal: local time, level, where, message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = (f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.levelname:<7} "
+                f"{record.name}: {record.getMessage()}")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
 _HANDLER_NAME = "memory-mcp"
+
+
+def formatter_for(log_format: str, terminal: bool) -> logging.Formatter:
+    if log_format == "auto":
+        log_format = "console" if terminal else "json"
+    if log_format == "json":
+        return JsonFormatter()
+    return ConsoleFormatter() if log_format == "console" else KeyValueFormatter()
 
 
 def configure_logging(settings: Settings) -> None:
     """One handler for the ``app`` and ``uvicorn`` logger trees, so every line has one format; idempotent."""
     handler = logging.StreamHandler()
     handler.set_name(_HANDLER_NAME)
-    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else KeyValueFormatter())
+    terminal = bool(getattr(sys.stderr, "isatty", None) and sys.stderr.isatty())
+    handler.setFormatter(formatter_for(settings.log_format, terminal))
     handler.addFilter(_RequestIdFilter())
     for name in ("app", "uvicorn"):
         tree = logging.getLogger(name)

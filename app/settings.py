@@ -60,11 +60,47 @@ def _agent_token(entry: object) -> AgentToken:
         ) from None
 
 
+#: Shorter tokens can be guessed; the rule is the same for the main token and every agent token.
+MIN_TOKEN_CHARS = 16
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        # json.loads would keep the last one silently; the key may be a token, so it is never quoted.
+        raise ValueError("a key is given twice")
+    return dict(pairs)
+
+
 def _json_object(value: object) -> object:
-    """A JSON object setting given as a string (blank: empty); anything else is left to validation."""
-    if isinstance(value, str):
-        return json.loads(value) if value.strip() else {}
-    return value
+    """A JSON object setting given as a string (blank: empty); anything else is left to validation.
+
+    Raises:
+        ValueError: not JSON, not an object, or a key given twice (the message never quotes the text).
+    """
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return {}
+    try:
+        parsed = json.loads(value, object_pairs_hook=_refuse_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("must be a JSON object")
+    return parsed
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One line per rejected setting, naming its variable and the problem, never the value."""
+    lines = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        variable = "JINA_API_KEY" if field == "jina_api_key" else f"MEMORY_MCP_{field.upper()}" if field else ""
+        message = str(error["msg"]).removeprefix("Value error, ")
+        named = not variable or message.startswith(("MEMORY_MCP_", "JINA_API_KEY", "refusing"))
+        lines.append(message if named else f"{variable}: {message}")
+    return lines
 
 
 def _split_list(value: object) -> object:
@@ -116,10 +152,10 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    agent_tokens: dict[str, AgentToken] = Field(default_factory=dict, repr=False)
+    agent_tokens: Annotated[dict[str, AgentToken], NoDecode] = Field(default_factory=dict, repr=False)
     agent_may_write_global: bool = True
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    log_format: Literal["json", "text"] = "json"
+    log_format: Literal["auto", "json", "text", "console"] = "auto"  # auto: console on a terminal, else JSON
     log_level: str = "INFO"
     sse_endpoint_format: SseEndpointFormat = "auto"  # the endpoint event of GET /mcp/sse; see app/mcp/legacy_sse.py
     stateless_http: bool = False  # /mcp without sessions, so replicas behind a load balancer can serve it
@@ -129,7 +165,7 @@ class Settings(BaseSettings):
     db_path: Path | str = DEFAULT_DB_PATH
     # LanceDB's storage_options (JSON object), e.g. {"aws_endpoint": "http://127.0.0.1:9000"}; AWS_* and
     # the other providers' standard variables are read by LanceDB itself. Kept out of repr: it may hold keys.
-    storage_options: dict[str, str] = Field(default_factory=dict, repr=False)
+    storage_options: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, repr=False)
     table: str = Field(default="memories", pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     dedup_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     max_text_chars: int = Field(default=8000, ge=1)
@@ -156,8 +192,9 @@ class Settings(BaseSettings):
     # background probe, every cooldown, gets an answer.
     embedding_breaker_failures: int = Field(default=5, ge=1)
     embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0)
-    # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback).
-    recall_embedding_budget_s: float = Field(default=1.5, gt=0)
+    # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback):
+    # 1 s leaves the keyword search and the transport room to answer within 2 s from the first call.
+    recall_embedding_budget_s: float = Field(default=1.0, gt=0)
     embedding_batch_size: int = Field(default=64, ge=1)
     local_model_process: bool = True
     local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)
@@ -187,9 +224,16 @@ class Settings(BaseSettings):
     @classmethod
     def _agent_tokens(cls, value: object) -> object:
         value = _json_object(value)
-        if isinstance(value, dict):
-            return {str(token): _agent_token(entry) for token, entry in value.items()}
-        return value
+        if not isinstance(value, dict):
+            return value
+        tokens = {str(token).strip(): _agent_token(entry) for token, entry in value.items()}
+        for token, entry in tokens.items():
+            if len(token) < MIN_TOKEN_CHARS:
+                raise ValueError(f"MEMORY_MCP_AGENT_TOKENS: the token of agent {entry.agent!r} is shorter than "
+                                 f"{MIN_TOKEN_CHARS} characters")
+        if len(tokens) != len(value):
+            raise ValueError("MEMORY_MCP_AGENT_TOKENS: a token is given twice")
+        return tokens
 
     @field_validator("job_command", mode="before")
     @classmethod
@@ -238,9 +282,20 @@ class Settings(BaseSettings):
     @field_validator("token", mode="after")
     @classmethod
     def _token_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().strip()) < 8:
-            raise ValueError("MEMORY_MCP_TOKEN must be at least 8 characters (unset it to disable auth)")
+        if value is not None and len(value.get_secret_value().strip()) < MIN_TOKEN_CHARS:
+            raise ValueError(f"MEMORY_MCP_TOKEN must be at least {MIN_TOKEN_CHARS} characters "
+                             "(unset it to disable auth)")
         return value
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> Settings:
+        # An agent token equal to the main one would make the main token act as that agent.
+        main = self.token.get_secret_value().strip() if self.token is not None else None
+        if main is not None and main in self.agent_tokens:
+            agent = self.agent_tokens[main].agent
+            raise ValueError(f"MEMORY_MCP_AGENT_TOKENS: the token of agent {agent!r} is MEMORY_MCP_TOKEN; "
+                             "give each its own token")
+        return self
 
     @model_validator(mode="after")
     def _refuse_open_bind(self) -> Settings:

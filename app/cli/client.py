@@ -15,9 +15,7 @@ Exit codes (a contract for scripts):
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,16 +23,22 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from app.cli.env import (  # noqa: F401 - re-exported: the other commands import them from here
+    DEFAULT_URL,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    SCOPE_FAMILIES,
+    _is_loopback,
+    integer,
+    scope_for,
+    server_url,
+    token_from_env,
+)
 from app.cli.output import local_time, one_line, print_json, render_table
 
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-
-DEFAULT_URL = "http://127.0.0.1:3002"
 DEFAULT_TIMEOUT_S = 15.0
-SCOPE_FAMILIES = ("global", "agent:", "project:", "user:", "custom:")
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -56,35 +60,6 @@ class ServerRefused(CliError):
         self.status = status
         self.detail = detail
         self.code = code
-
-
-def server_url(override: str | None = None) -> str:
-    """Base URL of the server: ``--url``, else ``MEMORY_MCP_URL``, else the local default."""
-    return (override or os.environ.get("MEMORY_MCP_URL") or DEFAULT_URL).rstrip("/")
-
-
-def token_from_env() -> str | None:
-    token = os.environ.get("MEMORY_MCP_TOKEN", "").strip()
-    return token or None
-
-
-def scope_for(agent: str | None, scope: str | None) -> str | None:
-    """``--scope`` wins; an agent name becomes ``agent:<name>`` (``claude-code`` -> ``agent:claude-code``)."""
-    if scope:
-        return scope
-    if not agent:
-        return None
-    agent = agent.strip()
-    return agent if agent.startswith(SCOPE_FAMILIES) else f"agent:{agent}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Api:
@@ -307,22 +282,6 @@ def _importance(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError("importance must be between 0 and 1")
     return value
-
-
-def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type for an integer in ``[minimum, maximum]``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-        if value < minimum or (maximum is not None and value > maximum):
-            bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-            raise argparse.ArgumentTypeError(f"must be {bound}")
-        return value
-
-    return parse
 
 
 def client_options() -> argparse.ArgumentParser:

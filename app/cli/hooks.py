@@ -1,10 +1,14 @@
 """Claude Code hooks as subcommands: ``memory-mcp hook recall`` and ``memory-mcp hook remember``.
 
 A hook must never get in the way of the person typing, so both commands share three rules: they
-finish within a time budget counted from the start of the process (``MEMORY_MCP_HOOK_TIMEOUT_S``,
-default 1.8 s, enforced by a watchdog that ends the process even if a read or a connection hangs),
-they exit 0 (1 only for a mistyped hook command line, never 2, which Claude Code reads as "block"),
-and they print nothing when anything goes wrong (server down, slow, bad input).
+finish within a time budget (``MEMORY_MCP_HOOK_TIMEOUT_S``, default 1.8 s, enforced by a watchdog that
+ends the process even if a read or a connection hangs), they exit 0 (1 only for a mistyped hook
+command line, never 2, which Claude Code reads as "block"), and when anything goes wrong (server down,
+slow, refusing) they print nothing on stdout and one line on stderr saying why.
+
+The budget counts from the hook's first step, not from the interpreter's start: on a busy machine the
+start is what varies. To keep that start short, this module and what it imports use only the standard
+library (``app.cli`` routes ``hook`` here before importing any other command).
 
 ``hook recall`` (``UserPromptSubmit``): reads ``{"prompt": …}`` on stdin, skips prompts under 5
 characters, asks the server's vector search for the prompt and prints a ``<memory_recall>`` block.
@@ -31,12 +35,13 @@ import os
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
-import httpx
-
-from app.cli.client import Api, integer, scope_for, server_url, token_from_env
+from app.cli.env import _is_loopback, integer, scope_for, server_url, token_from_env
 
 DEFAULT_BUDGET_S = 1.8
 MIN_PROMPT_CHARS = 5
@@ -58,24 +63,16 @@ PREAMBLE = (
 _output_lock = threading.Lock()
 
 
-def process_age_s() -> float:
-    """Seconds since this process started (Linux ``/proc``), so start-up counts against the budget; 0 if unknown."""
-    try:
-        with open("/proc/self/stat", "rb") as stat_file:
-            fields = stat_file.read().rsplit(b")", 1)[1].split()
-        with open("/proc/uptime", "rb") as uptime_file:
-            uptime = float(uptime_file.read().split()[0])
-        # Field 22 of stat (index 19 after the command name) is the start time in clock ticks since boot.
-        return max(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 0.0)
-    except (OSError, ValueError, IndexError):
-        return 0.0
+class HookFailed(Exception):
+    """Why the hook gave up, in one line for stderr."""
 
 
 class Budget:
-    """A deadline for the whole hook, with a watchdog that exits 0 when it passes."""
+    """A deadline for the hook, with a watchdog that says so on stderr and exits 0 when it passes."""
 
-    def __init__(self, seconds: float) -> None:
-        seconds = max(seconds - process_age_s(), 0.0)
+    def __init__(self, seconds: float, hook: str) -> None:
+        self.seconds = seconds
+        self.hook = hook
         self.deadline = time.monotonic() + seconds
         # A blocked stdin read or a stuck socket cannot be interrupted portably; ending the process
         # is the only way to honour the budget. The lock keeps a half-written block from escaping.
@@ -83,13 +80,25 @@ class Budget:
         timer.daemon = True
         timer.start()
 
-    @staticmethod
-    def _expire() -> None:
+    def _expire(self) -> None:
         _output_lock.acquire(timeout=0.2)
+        give_up(self.hook, self.spent())
         os._exit(0)
+
+    def spent(self) -> str:
+        return f"no answer within {self.seconds:g} s (raise MEMORY_MCP_HOOK_TIMEOUT_S on a busy machine)"
 
     def remaining(self) -> float:
         return max(self.deadline - time.monotonic(), 0.0)
+
+
+def give_up(hook: str, why: str) -> None:
+    """The one stderr line of a hook that did nothing; stdout stays empty."""
+    try:
+        sys.stderr.write(f"memory-mcp hook {hook}: skipped: {why}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _budget_seconds() -> float:
@@ -112,10 +121,45 @@ def _read_event() -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def _api(budget: Budget) -> Api:
+def call_server(method: str, path: str, budget: Budget, *, params: dict[str, Any] | None = None,
+                body: Any = None) -> Any:
+    """One REST call within what is left of the budget; the decoded JSON answer.
+
+    Raises:
+        HookFailed: a malformed ``MEMORY_MCP_URL``, an unreachable server, an error answer.
+    """
+    base = server_url()
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise HookFailed(f"MEMORY_MCP_URL must look like http://127.0.0.1:3002, got {base!r}")
+    query = urlencode({key: value for key, value in (params or {}).items() if value is not None})
+    headers = {"Accept": "application/json", "User-Agent": "memory-mcp-hook"}
+    data = None if body is None else json.dumps(body).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    token = token_from_env()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    # A proxy from the environment must not capture calls to a server on this machine.
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if _is_loopback(parts.hostname) else []))
+    request = urllib.request.Request(base + path + (f"?{query}" if query else ""), data=data, headers=headers,
+                                     method=method)
     # Leave a little of the budget for printing; the watchdog is the backstop.
-    seconds = max(budget.remaining() - 0.1, 0.05)
-    return Api(server_url(), token_from_env(), timeout=httpx.Timeout(seconds))
+    try:
+        with opener.open(request, timeout=max(budget.remaining() - 0.1, 0.05)) as response:
+            payload = response.read()
+    except urllib.error.HTTPError as exc:
+        hint = " (set MEMORY_MCP_TOKEN to the server's token)" if exc.code == 401 else ""
+        raise HookFailed(f"memory-mcp at {base} answered HTTP {exc.code}{hint}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            raise HookFailed(budget.spent()) from exc
+        raise HookFailed(f"cannot reach memory-mcp at {base}: {reason} (is `memory-mcp serve` running?)") from exc
+    try:
+        return json.loads(payload) if payload else None
+    except ValueError as exc:
+        raise HookFailed(f"unexpected non-JSON answer from {base}{path}") from exc
 
 
 def _emit(text: str) -> None:
@@ -166,8 +210,7 @@ def _recall_hits(event: dict[str, Any], args: argparse.Namespace, budget: Budget
     if not isinstance(prompt, str) or len(prompt.strip()) < MIN_PROMPT_CHARS:
         return []
     params = {"q": prompt.strip()[:MAX_QUERY_CHARS], "limit": args.top_k, "scope": scope_for(args.agent, args.scope)}
-    with _api(budget) as api:
-        hits = api.request("GET", "/api/lancedb/vector-search", params=params)
+    hits = call_server("GET", "/api/lancedb/vector-search", budget, params=params)
     if not isinstance(hits, list):
         return []
     return [hit for hit in hits if isinstance(hit, dict) and _similarity(hit) >= args.min_score]
@@ -180,11 +223,15 @@ def _similarity(hit: dict[str, Any]) -> float:
 
 
 def _hook_recall(args: argparse.Namespace) -> int:
-    budget = Budget(_budget_seconds())
+    budget = Budget(_budget_seconds(), "recall")
     try:
         event = _read_event()
         block = format_recall(_recall_hits(event, args, budget)) if event else ""
-    except Exception:  # a hook never fails the prompt, whatever went wrong
+    except HookFailed as exc:
+        give_up("recall", str(exc))
+        return 0
+    except Exception as exc:  # a hook never fails the prompt, whatever went wrong
+        give_up("recall", f"{type(exc).__name__}: {exc}")
         return 0
     if block:
         _emit(block)
@@ -241,9 +288,9 @@ def _enabled() -> bool:
 
 
 def _hook_remember(args: argparse.Namespace) -> int:
-    budget = Budget(_budget_seconds())
     if not _enabled():
         return 0
+    budget = Budget(_budget_seconds(), "remember")
     try:
         event = _read_event()
         if not event or event.get("stop_hook_active") is True:
@@ -260,10 +307,11 @@ def _hook_remember(args: argparse.Namespace) -> int:
             "category": SUMMARY_TAG,
             "importance": 0.3,
         }
-        with _api(budget) as api:
-            api.request("POST", "/api/lancedb/memories", body=body)
-    except Exception:  # a hook never fails the session, whatever went wrong
-        return 0
+        call_server("POST", "/api/lancedb/memories", budget, body=body)
+    except HookFailed as exc:
+        give_up("remember", str(exc))
+    except Exception as exc:  # a hook never fails the session, whatever went wrong
+        give_up("remember", f"{type(exc).__name__}: {exc}")
     return 0
 
 
@@ -283,7 +331,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "hook",
         help="Claude Code hooks (UserPromptSubmit, Stop); always exit 0, never block",
         description="Claude Code hooks. They read the hook's JSON on stdin, finish within "
-        "MEMORY_MCP_HOOK_TIMEOUT_S (default 1.8 s), print nothing on any failure and always exit 0.",
+        "MEMORY_MCP_HOOK_TIMEOUT_S (default 1.8 s), print one line on stderr on any failure and always exit 0.",
     )
     hooks = hook.add_subparsers(dest="hook", required=True, metavar="HOOK")
 

@@ -24,11 +24,11 @@ def add_commands(commands: Any) -> None:
     serve.set_defaults(handler=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
-    from app.settings import Settings
+    from app.settings import Settings, describe_errors
 
     overrides: dict[str, Any] = {}
     for field in ("host", "port", "db_path", "embedding_provider", "kanban_db"):
@@ -37,11 +37,15 @@ def run(args: argparse.Namespace) -> int:
             overrides[field] = value
     if args.allow_remote:
         overrides["allow_remote"] = True
+    # A bad setting ends start-up with one line per variable (never its value), status 2, no traceback.
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        for error in exc.errors():
-            print(f"memory-mcp: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        for line in describe_errors(exc):
+            print(f"memory-mcp: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    except SettingsError as exc:  # a value the settings sources could not even parse (.env syntax, …)
+        print(f"memory-mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE
     # Bind before the app and its heavy imports: a busy port is an error at once, before anything
     # says "ready".
@@ -108,5 +112,7 @@ def bind_listener(host: str, port: int) -> socket.socket:
     except OSError:
         listener.close()
         raise
-    listener.set_inheritable(True)
+    # Close-on-exec (Python's default, kept on purpose): under uvloop a job's close_fds is not applied,
+    # and a job holding this socket would keep the port after the server dies and could accept() its clients.
+    listener.set_inheritable(False)
     return listener

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,41 @@ def job_env(task_id: str | None, job_id: str, source: dict[str, str] | None = No
     env["MEMORY_MCP_JOB_ID"] = job_id
     env["MEMORY_MCP_TASK_ID"] = task_id or ""
     return env
+
+
+#: Runs first in every job, then execs the command. uvloop ignores ``close_fds`` and leaves the sources of
+#: the child's stdio open in it, so the job itself closes everything above stdio (the server's listening
+#: socket among them: a job holding it would keep the port after the server died and could accept() its
+#: clients). On Linux it also asks for SIGTERM when the server dies, even by SIGKILL.
+LAUNCHER = """import os, sys
+# The open descriptors, listed: closing up to SC_OPEN_MAX one by one can take seconds where it is huge.
+try:
+    fds = [int(name) for name in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
+except OSError:
+    fds = range(3, min(os.sysconf("SC_OPEN_MAX"), 65536))
+for fd in fds:
+    if fd > 2:
+        try:
+            os.close(fd)
+        except OSError:  # the listing's own descriptor, already closed
+            pass
+if sys.platform == "linux":
+    import ctypes, signal
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(sys.argv[1]):  # the server died before prctl took effect
+        sys.exit(143)
+try:
+    os.execv(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"could not start {sys.argv[2]}: {exc.strerror}\\n")
+    sys.exit(127)  # LAUNCH_FAILED
+"""
+LAUNCH_FAILED = 127
+
+
+def launch_argv(argv: list[str]) -> list[str]:
+    """What the server runs for ``argv``: the launcher (this Python, isolated, no site), then the command."""
+    return [sys.executable, "-I", "-S", "-c", LAUNCHER, str(os.getpid()), *argv]
 
 
 def _check_file(path: Path) -> None:

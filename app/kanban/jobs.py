@@ -2,6 +2,8 @@
 
 A job is a process group (``start_new_session=True``): on timeout or shutdown the whole group gets
 SIGTERM, then SIGKILL after the grace period, so a background grandchild cannot outlive its job.
+A job inherits only its stdio (``launch_argv``) and gets SIGTERM when the server dies; what a killed
+server leaves behind, the next one kills at start (``recover``) and records as abandoned.
 The server never waits for a job on the event loop: ``trigger`` returns as soon as the process runs.
 """
 
@@ -14,13 +16,14 @@ import math
 import os
 import signal
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import InvalidInput
 from app.kanban.errors import JobRefusedAsRoot
 from app.kanban.job_audit import JobAudit
-from app.kanban.job_command import JobCommand, check_args, job_env, not_configured
+from app.kanban.job_command import LAUNCH_FAILED, JobCommand, check_args, job_env, launch_argv, not_configured
 from app.kanban.job_records import JobOutcome, JobRecords
 from app.kanban.models import Job
 from app.kanban.output import CappedBuffer, drain
@@ -130,16 +133,20 @@ class JobRunner:
         job = Job(id=job_id, task_id=task_id, argv=argv, status="running", started_ms=now_ms(), actor=actor)
         await asyncio.to_thread(self.records.insert, job)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=command.cwd,
-                env=job_env(task_id, job_id),
-                start_new_session=True,
-                close_fds=True,
-            )
+            with warnings.catch_warnings():
+                # uvloop runs the at-fork hooks, and LanceDB's warns that it is not fork-safe; the child
+                # execs the launcher at once, so nothing of LanceDB runs in it.
+                warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
+                process = await asyncio.create_subprocess_exec(
+                    *launch_argv(argv),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    cwd=command.cwd,
+                    env=job_env(task_id, job_id),
+                    start_new_session=True,
+                    close_fds=True,  # ignored by uvloop: the launcher closes what the job must not hold
+                )
         except OSError as exc:
             outcome = JobOutcome("failed", None, now_ms(), "", "", 0, 0, False, f"could not start: {exc}")
             return await asyncio.to_thread(self.records.finish, job_id, outcome)
@@ -167,6 +174,8 @@ class JobRunner:
             if status == "succeeded" and code != 0:
                 status = "failed"
                 reason = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                if code == LAUNCH_FAILED and err.text().startswith("could not start"):
+                    reason = err.text().strip()  # the launcher's exec failed: say why, as a failed spawn did
             if entry.stop_reason is not None and status != "timed_out":
                 status, reason = "failed", entry.stop_reason
             outcome = JobOutcome(status, code, now_ms(), out.text(), err.text(), out.total, err.total,

@@ -6,7 +6,7 @@ embedder'). Here:
 
 - remember waits for its vector at most ``embedding_deadline_s``, a model still loading included,
   then fails with ``embedding_unavailable`` (nothing is written without a real vector);
-- recall waits at most ``recall_embedding_budget_s`` (1.5 s) and otherwise answers from keyword
+- recall waits at most ``recall_embedding_budget_s`` (1 s) and otherwise answers from keyword
   search; its embedding is not cancelled but finishes in the background, so it still counts for the
   remote breaker and the local model's batch;
 - recall falls back at once while the model loads or the remote breaker is open;

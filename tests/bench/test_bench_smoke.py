@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo, speed, sustained
+from bench import locomo, speed
 from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow
@@ -58,16 +58,6 @@ def test_speed_on_200_memories_reports_targets_for_both_server_variants(tmp_path
         assert part["rss_peak_mb"] > 50
         assert [c["clients"] for c in part["concurrent_recall"]] == [1, 3]
         assert set(part["ratios"]) >= {"search_vs_numpy", "rest_vs_embed_plus_exact", "remember_per_s", "rss_mb"}
-
-
-def test_sustained_load_on_200_memories_reports_every_window(tmp_path: Path) -> None:
-    sustained.main(["--provider", "hash", "--size", "200", "--clients", "8", "--seconds", "3", "--window", "1",
-                    "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path)])
-    payload = json.loads((tmp_path / "sustained.json").read_text())
-    assert payload["size"] == 200 and payload["bulk_load"]["rows"] == 200
-    assert [w["from_s"] for w in payload["windows"]] == [0.0, 1.0, 2.0]
-    assert sum(w["per_s"] for w in payload["windows"]) > 0 and all(w["errors"] == 0 for w in payload["windows"])
-    assert payload["writes"] > 0 and payload["versions"] >= 2 and payload["data_files"] >= 1
 
 
 def test_locomo_without_the_dataset_says_where_to_put_it_and_exits_2(

@@ -17,7 +17,7 @@ from app.cli.output import one_line
 from tests.conftest import SettingsFactory
 from tests.support.server import LiveServer, free_port, run_server
 
-TOKEN = "cli-test-token"
+TOKEN = "cli-test-token-0123"
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

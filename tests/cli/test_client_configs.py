@@ -64,7 +64,7 @@ def test_a_token_the_entry_does_not_send_or_gets_wrong_is_flagged(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home, project = dirs
-    monkeypatch.setenv("MEMORY_MCP_TOKEN", "the-right-token")
+    monkeypatch.setenv("MEMORY_MCP_TOKEN", "the-right-token-0123")
     write(project / ".mcp.json", {"mcpServers": {
         "memory-mcp": {"type": "http", "url": f"{SERVER}/mcp"},
         "memory-wrong": {"type": "http", "url": f"{SERVER}/mcp", "headers": {"Authorization": "Bearer old"}},

@@ -23,10 +23,10 @@ from tests.support.server import LiveServer, run_server
 
 MAIN = "main-token-0123456789"
 TOKENS: dict[str, Any] = {
-    "tok-bob-all": {"agent": "bob", "allow": ["memory:write", "board:write", "jobs:trigger"]},
-    "tok-carol-plain": "carol",
-    "tok-dave-read": {"agent": "dave", "allow": []},
-    "tok-erin-board": {"agent": "erin", "allow": ["board:write"]},
+    "tok-bob-all-0123456789": {"agent": "bob", "allow": ["memory:write", "board:write", "jobs:trigger"]},
+    "tok-carol-plain-0123456789": "carol",
+    "tok-dave-read-0123456789": {"agent": "dave", "allow": []},
+    "tok-erin-board-0123456789": {"agent": "erin", "allow": ["board:write"]},
 }
 
 
@@ -64,7 +64,7 @@ def assert_forbidden(response: httpx.Response) -> None:
 
 def test_a_plain_agent_token_writes_memory_and_the_board_but_starts_no_job(
         server: LiveServer, main: httpx.Client, script: Path) -> None:
-    with httpx.Client(base_url=server.url, headers=bearer("tok-carol-plain"), timeout=30) as carol:
+    with httpx.Client(base_url=server.url, headers=bearer("tok-carol-plain-0123456789"), timeout=30) as carol:
         assert carol.post("/api/lancedb/memories", json={"text": "carol was here"}).status_code == 200
         task_id = carol.post("/api/kanban/tasks", json={"title": "Carol's", "assignee": "carol"}).json()["id"]
         refused = carol.post("/api/kanban/jobs", json={"task_id": task_id, "wait_s": 5})
@@ -77,7 +77,7 @@ def test_a_plain_agent_token_writes_memory_and_the_board_but_starts_no_job(
 
 def test_a_token_allowed_jobs_and_the_main_token_start_them(
         server: LiveServer, main: httpx.Client, script: Path) -> None:
-    with httpx.Client(base_url=server.url, headers=bearer("tok-bob-all"), timeout=30) as bob:
+    with httpx.Client(base_url=server.url, headers=bearer("tok-bob-all-0123456789"), timeout=30) as bob:
         job = bob.post("/api/kanban/jobs", json={"wait_s": 20})
     assert job.status_code == 200 and job.json()["status"] == "succeeded" and job.json()["actor"] == "bob"
     assert main.post("/api/kanban/jobs", json={"wait_s": 20}).json()["status"] == "succeeded"
@@ -88,7 +88,7 @@ def test_a_read_only_token_reads_everything_and_changes_nothing(
         server: LiveServer, main: httpx.Client, script: Path) -> None:
     memory_id = main.post("/api/lancedb/memories", json={"text": "a fact to keep"}).json()["id"]
     task_id = main.post("/api/kanban/tasks", json={"title": "Keep", "assignee": "a"}).json()["id"]
-    with httpx.Client(base_url=server.url, headers=bearer("tok-dave-read"), timeout=30) as dave:
+    with httpx.Client(base_url=server.url, headers=bearer("tok-dave-read-0123456789"), timeout=30) as dave:
         for path in ("/api/lancedb/memories", f"/api/lancedb/memories/{memory_id}", "/api/lancedb/stats",
                      "/api/kanban/board", f"/api/kanban/tasks/{task_id}", "/api/kanban/jobs"):
             assert dave.get(path).status_code == 200, path
@@ -113,7 +113,7 @@ def test_a_read_only_token_reads_everything_and_changes_nothing(
 
 
 def test_a_board_only_token_may_not_write_memory(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.url, headers=bearer("tok-erin-board"), timeout=30) as erin:
+    with httpx.Client(base_url=server.url, headers=bearer("tok-erin-board-0123456789"), timeout=30) as erin:
         assert erin.post("/api/kanban/tasks", json={"title": "Erin's", "assignee": "erin"}).status_code == 201
         assert_forbidden(erin.post("/api/lancedb/memories", json={"text": "not allowed"}))
 
@@ -121,14 +121,14 @@ def test_a_board_only_token_may_not_write_memory(server: LiveServer) -> None:
 @pytest.mark.parametrize("transport", [streamable_session, sse_session], ids=["streamable", "sse"])
 async def test_mcp_tools_refuse_what_the_token_may_not_do_and_start_nothing(
         server: LiveServer, script: Path, transport: Any) -> None:
-    async with transport(server.url, bearer("tok-carol-plain")) as carol:
+    async with transport(server.url, bearer("tok-carol-plain-0123456789")) as carol:
         created = await carol.call_tool("create_task", {"title": "Via MCP", "assignee": "carol"})
         assert created.is_error is False, created
         refused = await carol.call_tool("trigger_job", {"task_id": created.structured_content["id"], "wait": 5})
         assert refused.is_error is True and refused.content[0].text.startswith("forbidden: ")
         assert "jobs:trigger" in refused.content[0].text
         assert (await carol.call_tool("remember", {"content": "carol may write memory"})).is_error is False
-    async with transport(server.url, bearer("tok-dave-read")) as dave:
+    async with transport(server.url, bearer("tok-dave-read-0123456789")) as dave:
         for tool, arguments in [
             ("remember", {"content": "no"}),
             ("forget", {"memory_id": "abc"}),
@@ -149,7 +149,7 @@ async def test_mcp_tools_refuse_what_the_token_may_not_do_and_start_nothing(
 
 
 async def test_an_mcp_token_allowed_jobs_triggers_one(server: LiveServer, script: Path) -> None:
-    async with streamable_session(server.url, bearer("tok-bob-all")) as bob:
+    async with streamable_session(server.url, bearer("tok-bob-all-0123456789")) as bob:
         job = await bob.call_tool("trigger_job", {"wait": 20})
     assert job.is_error is False and job.structured_content["status"] == "succeeded"
     assert len(jobs_started(script)) == 1
@@ -169,11 +169,11 @@ def test_agent_tokens_take_a_name_or_an_entry_with_permissions(monkeypatch: pyte
                                                                make_settings: SettingsFactory) -> None:
     monkeypatch.setenv("MEMORY_MCP_AGENT_TOKENS", json.dumps(TOKENS))
     tokens = Settings(embedding_provider="hash").agent_tokens
-    assert tokens["tok-carol-plain"].agent == "carol"
-    assert tokens["tok-carol-plain"].allow == {"memory:write", "board:write"}
-    assert tokens["tok-bob-all"].allow == {"memory:write", "board:write", "jobs:trigger"}
-    assert tokens["tok-dave-read"].allow == frozenset()
-    assert "tok-bob-all" not in repr(make_settings(agent_tokens=TOKENS))
+    assert tokens["tok-carol-plain-0123456789"].agent == "carol"
+    assert tokens["tok-carol-plain-0123456789"].allow == {"memory:write", "board:write"}
+    assert tokens["tok-bob-all-0123456789"].allow == {"memory:write", "board:write", "jobs:trigger"}
+    assert tokens["tok-dave-read-0123456789"].allow == frozenset()
+    assert "tok-bob-all-0123456789" not in repr(make_settings(agent_tokens=TOKENS))
 
 
 @pytest.mark.parametrize("entry", [
@@ -183,7 +183,7 @@ def test_agent_tokens_take_a_name_or_an_entry_with_permissions(monkeypatch: pyte
 def test_a_bad_entry_stops_start_up_naming_the_permissions_never_the_token(make_settings: SettingsFactory,
                                                                             entry: object) -> None:
     with pytest.raises(ValidationError) as raised:
-        make_settings(agent_tokens={"tok-SECRET-123": entry})
+        make_settings(agent_tokens={"tok-SECRET-0123456789": entry})
     [message] = [error["msg"] for error in raised.value.errors()]  # what memory-mcp serve prints
     assert "MEMORY_MCP_AGENT_TOKENS" in message and "board:write, jobs:trigger, memory:write" in message
     assert "SECRET" not in message
@@ -192,6 +192,6 @@ def test_a_bad_entry_stops_start_up_naming_the_permissions_never_the_token(make_
 def test_a_refusal_is_logged_with_the_agent_and_the_permission_never_the_token(
         server: LiveServer, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO", logger="app.edge.auth"), httpx.Client(base_url=server.url, timeout=30) as http:
-        assert_forbidden(http.post("/api/kanban/jobs", json={}, headers=bearer("tok-carol-plain")))
+        assert_forbidden(http.post("/api/kanban/jobs", json={}, headers=bearer("tok-carol-plain-0123456789")))
     [line] = [record.getMessage() for record in caplog.records if record.name == "app.edge.auth"]
     assert "jobs:trigger" in line and "'carol'" in line and "tok-carol" not in line

@@ -17,8 +17,14 @@ import json, os, signal, subprocess, sys, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 mode = sys.argv[-1] if len(sys.argv) > 1 else ""
+fds = {{}}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        fds[name] = os.readlink("/proc/self/fd/" + name)
+    except OSError:  # the listing's own descriptor, closed by now
+        pass
 record = {{"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd(),
-          "stdin": os.readlink("/proc/self/fd/0"), "pgid": os.getpgid(0)}}
+          "stdin": os.readlink("/proc/self/fd/0"), "pgid": os.getpgid(0), "fds": fds}}
 if mode == "hang":
     # A grandchild that ignores SIGTERM and keeps the stdout pipe open: only a group SIGKILL ends it.
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
@@ -78,3 +84,15 @@ def wait_gone(pgid: int, timeout: float = 5.0) -> list[psutil.Process]:
         psutil.wait_procs(members, timeout=0.2)  # returns early once they exit; zombies are re-checked
         members = live_group_members(pgid)
     return members
+
+
+def wait_for_probe(script: Path, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The probe the job writes once it runs (another process: polled with a deadline)."""
+    path = script.parent / f"probe-{job_id}.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return read_probe(script, job_id)
+        except (OSError, ValueError):  # not written yet, or half-written
+            time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never wrote {path}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -51,6 +52,29 @@ async def test_successful_job_records_output_exit_code_and_times(job_settings: S
     assert probe["cwd"] == str(script.parent)
     assert probe["stdin"] == "/dev/null"
     assert probe["pgid"] == job.pid  # its own process group
+
+
+@pytest.mark.parametrize("anyio_backend", [("asyncio", {}), ("asyncio", {"use_uvloop": True})],
+                         ids=["asyncio", "uvloop"])
+async def test_a_job_inherits_only_its_stdio_even_from_inheritable_descriptors(
+    job_settings: Settings, script: Path, anyio_backend: object
+) -> None:
+    # What a server holds: a listening socket and a pipe, here even marked inheritable on purpose.
+    listener = socket.create_server(("127.0.0.1", 0))
+    read_end, write_end = os.pipe()
+    for fd in (listener.fileno(), read_end, write_end):
+        os.set_inheritable(fd, True)
+    try:
+        async with KanbanService.open(job_settings) as kanban:
+            job = await kanban.trigger_job(wait_s=20)
+    finally:
+        listener.close()
+        os.close(read_end)
+        os.close(write_end)
+    assert job.status == "succeeded"
+    fds = read_probe(script, job.id)["fds"]
+    assert sorted(fds) == ["0", "1", "2"], fds
+    assert fds["0"] == "/dev/null" and fds["1"].startswith(("pipe:", "socket:"))
 
 
 async def test_trigger_returns_at_once_with_a_running_job(job_settings: Settings) -> None:
@@ -240,3 +264,11 @@ async def test_every_trigger_is_audited_with_who_args_exit_code_and_duration(
         (failed.id, "bob", ["fail"], "failed", 3),
     ]
     assert all(e["duration_ms"] >= 0 and e["at_ms"] >= ok.started_ms for e in lines)
+
+
+async def test_a_command_gone_since_start_up_is_a_failed_job_saying_why(job_settings: Settings, script: Path) -> None:
+    async with KanbanService.open(job_settings) as kanban:
+        os.unlink(script)  # checked at start-up, removed before the trigger
+        job = await kanban.trigger_job(wait_s=20)
+    assert (job.status, job.exit_code) == ("failed", 127)
+    assert job.reason == f"could not start {script}: No such file or directory"

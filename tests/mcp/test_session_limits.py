@@ -18,7 +18,7 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-TOKENS = {"tok-abandoner-1": "abandoner", "tok-worker-1": "worker"}
+TOKENS = {"tok-abandoner-0123": "abandoner", "tok-worker-01234": "worker"}
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -35,13 +35,13 @@ async def test_80_abandoned_streamable_sessions_of_one_token_lock_nobody_out(mak
     with run_server(make_settings(agent_tokens=TOKENS)) as server:
         url = f"{server.url}/mcp"
         async with httpx.AsyncClient(timeout=10) as http:
-            headers = {**STREAMABLE_HEADERS, **_bearer("tok-abandoner-1")}
+            headers = {**STREAMABLE_HEADERS, **_bearer("tok-abandoner-0123")}
             opened = [await http.post(url, json=INITIALIZE, headers=headers) for _ in range(abandoned)]
             ids = [response.headers["mcp-session-id"] for response in opened]
-            oldest = await http.post(url, json=PING, headers=_session_headers(ids[0], "tok-abandoner-1"))
-            newest = await http.post(url, json=PING, headers=_session_headers(ids[-1], "tok-abandoner-1"))
+            oldest = await http.post(url, json=PING, headers=_session_headers(ids[0], "tok-abandoner-0123"))
+            newest = await http.post(url, json=PING, headers=_session_headers(ids[-1], "tok-abandoner-0123"))
         # Another token initializes, lists and calls at once through the official client.
-        async with streamable_session(server.url, _bearer("tok-worker-1")) as client:
+        async with streamable_session(server.url, _bearer("tok-worker-01234")) as client:
             tools = await client.list_tools()
             called = await client.call_tool("list_facts", {})
     assert [response.status_code for response in opened] == [200] * abandoned
@@ -79,11 +79,11 @@ async def test_a_legacy_stream_past_the_limit_ends_the_oldest_idle_one_of_that_t
     monkeypatch.setattr(front_end, "MAX_SESSIONS", 2)
     with run_server(make_settings(agent_tokens=TOKENS)) as server:
         async with httpx.AsyncClient(timeout=10) as http:
-            mine = _bearer("tok-abandoner-1")
+            mine = _bearer("tok-abandoner-0123")
             first, second, third = (RawSseClient(http, server.url, mine) for _ in range(3))
             async with first.connect(), second.connect(), third.connect():
                 # The first stream was ended for the third: its reader sees the end of the stream.
                 with pytest.raises(EOFError):
                     await first.next_event()
-                async with RawSseClient(http, server.url, _bearer("tok-worker-1")).connect() as other:
+                async with RawSseClient(http, server.url, _bearer("tok-worker-01234")).connect() as other:
                     assert other.session_id

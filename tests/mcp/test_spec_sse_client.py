@@ -199,9 +199,9 @@ def test_the_spec_client_run_verbatim_gets_its_reply_in_the_body(live_server: Li
 
 
 def test_a_closed_stream_of_another_credential_stays_not_found(make_settings: SettingsFactory) -> None:
-    settings = make_settings(agent_tokens={"tok-owner-1": "owner", "tok-other-1": "other"})
+    settings = make_settings(agent_tokens={"tok-owner-012345": "owner", "tok-other-012345": "other"})
     with run_server(settings) as live:
-        owner, other = ({"Authorization": f"Bearer {token}"} for token in ("tok-owner-1", "tok-other-1"))
+        owner, other = ({"Authorization": f"Bearer {token}"} for token in ("tok-owner-012345", "tok-other-012345"))
         session_id = closed_session(live.url, owner)
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
         stolen = requests.post(f"{live.url}/mcp/message?sessionId={session_id}", json=ping, headers=other, timeout=10)

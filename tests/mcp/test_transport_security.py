@@ -72,7 +72,7 @@ async def test_loopback_origins_are_allowed(live_server: LiveServer) -> None:
         assert (await client.call_tool("list_facts", {})).is_error is False
 
 
-AGENT_TOKENS = {"tok-antigravity": "antigravity", "tok-claude": "claude-code"}
+AGENT_TOKENS = {"tok-antigravity-x": "antigravity", "tok-claude-012345": "claude-code"}
 
 
 @pytest.fixture
@@ -88,11 +88,11 @@ def _bearer(token: str) -> dict[str, str]:
 
 async def test_a_legacy_session_answers_only_the_token_that_opened_it(agent_server: LiveServer) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
-        owner = RawSseClient(http, agent_server.url, _bearer("tok-antigravity"))
+        owner = RawSseClient(http, agent_server.url, _bearer("tok-antigravity-x"))
         async with owner.connect():
             for query in (f"sessionId={owner.session_id}", f"session_id={owner.session_id.replace('-', '')}"):
                 stolen = await http.post(
-                    f"{agent_server.url}/mcp/message?{query}", json=PING, headers=_bearer("tok-claude")
+                    f"{agent_server.url}/mcp/message?{query}", json=PING, headers=_bearer("tok-claude-012345")
                 )
                 assert stolen.status_code == 404
             reply = await owner.call({**PING, "id": "mine"})
@@ -102,23 +102,23 @@ async def test_a_legacy_session_answers_only_the_token_that_opened_it(agent_serv
 async def test_a_streamable_session_answers_only_the_token_that_opened_it(agent_server: LiveServer) -> None:
     url = f"{agent_server.url}/mcp"
     async with httpx.AsyncClient(timeout=10) as http:
-        opened = await http.post(url, json=INITIALIZE, headers={**STREAMABLE_HEADERS, **_bearer("tok-antigravity")})
+        opened = await http.post(url, json=INITIALIZE, headers={**STREAMABLE_HEADERS, **_bearer("tok-antigravity-x")})
         assert opened.status_code == 200
         session = opened.headers["mcp-session-id"]
         headers = {**STREAMABLE_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
-        stolen = await http.post(url, json=PING, headers={**headers, **_bearer("tok-claude")})
+        stolen = await http.post(url, json=PING, headers={**headers, **_bearer("tok-claude-012345")})
         assert stolen.status_code == 404
-        mine = await http.post(url, json=PING, headers={**headers, **_bearer("tok-antigravity")})
+        mine = await http.post(url, json=PING, headers={**headers, **_bearer("tok-antigravity-x")})
         assert mine.status_code == 200
 
 
 async def test_a_token_bound_to_an_agent_writes_as_that_agent(agent_server: LiveServer) -> None:
-    async with sse_session(agent_server.url, _bearer("tok-antigravity")) as client:
+    async with sse_session(agent_server.url, _bearer("tok-antigravity-x")) as client:
         stored = await client.call_tool("remember", {"content": "Bound tokens write their own scope"})
         assert stored.is_error is False, stored
         other = await client.call_tool("remember", {"content": "Not mine to write", "agent": "claude-code"})
         assert other.is_error is True
-    async with streamable_session(agent_server.url, _bearer("tok-claude")) as client:
+    async with streamable_session(agent_server.url, _bearer("tok-claude-012345")) as client:
         listed = await client.call_tool("list_facts", {"agent": "antigravity"})
         memories: list[dict[str, Any]] = payload(listed)["memories"]
         assert [m["agent"] for m in memories] == ["antigravity"]

@@ -12,7 +12,9 @@ import pytest
 from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import EmbeddingError
 from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.service import MemoryService
 from tests.conftest import SettingsFactory
+from tests.memory.embeddings.fake_server import fake_embedding_server, refused_url
 from tests.memory.embeddings.gated_model import GatedModel
 
 
@@ -84,3 +86,27 @@ async def test_remember_waits_for_a_loading_model_but_not_past_its_deadline(make
     np.testing.assert_allclose(vectors[0], expected / np.linalg.norm(expected), atol=1e-6)
     assert gated.encoded == [["written once the model is there"]]  # the one that gave up never reached it
     await calls.close()
+
+
+@pytest.mark.parametrize("fault", ["hang", "dead"])
+async def test_recall_with_a_hung_or_dead_provider_answers_from_keywords_from_the_first_call(
+        make_settings: SettingsFactory, caplog: pytest.LogCaptureFixture, fault: str) -> None:
+    seed = "The staging database is rebuilt every night from the kiwi snapshot"
+    with fake_embedding_server(dimension=8) as fake:
+        url = fake.url if fault == "hang" else refused_url()
+        settings = make_settings(embedding_provider="openai", embedding_base_url=url, embedding_model="fake-model",
+                                 embedding_api_key="sk-test-key", embedding_dimensions=8)
+        assert settings.recall_embedding_budget_s == 1.0  # the default: what leaves room for 2 s in all
+        async with MemoryService.open(settings) as service:
+            if fault == "hang":
+                await service.create(seed)
+                fake.set("hang")  # connections are accepted, requests read, and never answered
+            started = time.monotonic()
+            result = await service.recall("kiwi snapshot")
+            elapsed = time.monotonic() - started
+    assert result.mode == "keyword_fallback"
+    assert [hit.text for hit in result.hits] == ([seed] if fault == "hang" else [])
+    [why] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("recall falls back")]
+    if fault == "hang":  # only the budget ended the wait (the provider's read timeout is 10 s)
+        assert why.endswith("no query embedding within the 1s recall budget")
+    print(f"\nfirst recall, provider {fault}: keyword_fallback after {elapsed:.2f} s ({why})")  # noqa: T201

@@ -27,7 +27,7 @@ BOUND_S = 6.0  # (1 + 1 retry) x 1 s read timeout + back-off, with room for a lo
 FAULTS = ["hang", "status:500", "status:429", "wrong_dim", "nan"]
 SEED = "The staging database is rebuilt every night from the kiwi snapshot"
 DEADLINE_S = 3.0  # remember's deadline in the hanging-provider tests (production: 10 s)
-RECALL_BOUND_S = 3.0  # the recall budget is 1.5 s; the rest is room for a loaded 2-core box
+RECALL_BOUND_S = 3.0  # the recall budget is 1 s; the rest is room for a loaded 2-core box
 AT_ONCE_S = 1.0  # "at once": no provider call is waited for (typically a few ms)
 
 ServerFactory = Callable[..., AbstractContextManager[LiveServer]]

@@ -156,10 +156,10 @@ def test_embedder_down_gives_503_on_post_and_keyword_fallback_on_search(dead_emb
 
 
 def test_an_agent_token_writes_only_its_own_scope(make_settings: SettingsFactory) -> None:
-    settings = make_settings(token="main-token", agent_tokens={"alpha-token": "alpha"})
+    settings = make_settings(token="main-token-0123456", agent_tokens={"alpha-token-0123456": "alpha"})
     with run_server(settings) as server, httpx.Client(base_url=server.url + API, timeout=30) as client:
-        alpha = {"Authorization": "Bearer alpha-token"}
-        main = {"Authorization": "Bearer main-token"}
+        alpha = {"Authorization": "Bearer alpha-token-0123456"}
+        main = {"Authorization": "Bearer main-token-0123456"}
         other = client.post("/memories", json={"text": "beta's", "scope": "agent:beta"}, headers=main).json()["id"]
         assert client.post("/memories", json={"text": "mine", "scope": "agent:alpha"}, headers=alpha).status_code == 200
         denied = client.post("/memories", json={"text": "x", "scope": "agent:beta"}, headers=alpha)

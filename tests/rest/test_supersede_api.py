@@ -62,10 +62,10 @@ def test_a_near_duplicate_that_says_something_else_comes_with_a_hint(client: htt
 
 
 def test_an_agent_token_supersedes_only_memories_it_may_write(make_settings: SettingsFactory) -> None:
-    settings = make_settings(token="main-token", agent_tokens={"alpha-token": "alpha"})
+    settings = make_settings(token="main-token-0123456", agent_tokens={"alpha-token-0123456": "alpha"})
     with run_server(settings) as server, httpx.Client(base_url=server.url + API, timeout=30) as client:
-        alpha = {"Authorization": "Bearer alpha-token"}
-        main = {"Authorization": "Bearer main-token"}
+        alpha = {"Authorization": "Bearer alpha-token-0123456"}
+        main = {"Authorization": "Bearer main-token-0123456"}
         theirs = client.post("/memories", json={"text": OLD, "scope": "agent:beta"}, headers=main).json()["id"]
         denied = client.post("/memories", json={"text": NEW, "scope": "agent:alpha", "supersedes": theirs},
                              headers=alpha)
