@@ -1,12 +1,11 @@
-"""Job records on SQLite: one row per started job, updated once when it ends."""
+"""Job records, on either backend: one row per started job, updated once when it ends."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
-from app.kanban.db import Database
+from app.kanban.backend import BoardDatabase, Connection, Row
 from app.kanban.errors import JobNotFound
 from app.kanban.models import Job
 
@@ -24,16 +23,17 @@ class JobOutcome:
     reason: str | None = None
 
 
-def _job(row: sqlite3.Row) -> Job:
+def _job(row: Row) -> Job:
     values = dict(row)
     values.pop("pgid", None)
+    values.pop("rowid", None)  # PostgreSQL's stand-in for SQLite's implicit rowid
     values["argv"] = json.loads(values["argv"])
     values["truncated"] = bool(values["truncated"])
     return Job(**values)
 
 
 class JobRecords:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BoardDatabase) -> None:
         self.db = db
 
     def insert(self, job: Job) -> None:
@@ -57,7 +57,7 @@ class JobRecords:
             )
             return self._get(conn, job_id)
 
-    def _get(self, conn: sqlite3.Connection, job_id: str) -> Job:
+    def _get(self, conn: Connection, job_id: str) -> Job:
         row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(f"job {job_id} does not exist")

@@ -21,13 +21,13 @@ from app.kanban.obsidian_io import export_obsidian, import_obsidian
 from app.kanban.store import TaskStore
 from app.kanban.validation import check_title
 from app.settings import Settings
+from tests.kanban.conftest import migrated
 from tests.kanban.obsidian_fixture import BOARD, snapshot, write_vault
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[TaskStore]:
-    db = Database(settings.kanban_db_path)
-    db.migrate()
+    db = migrated(settings)
     yield TaskStore(db)
     db.close()
 

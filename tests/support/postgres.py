@@ -1,0 +1,91 @@
+"""A real PostgreSQL for the tests: one server per session in a temp dir, a fresh database per test.
+
+PostgreSQL refuses to run as root, so as root (CI) ``initdb`` and ``pg_ctl`` run as the ``postgres``
+user through ``runuser``; as any other user they run as that user. The server listens on a free
+loopback port with trust auth and its socket in the temp dir; durability is off (a test server).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.support.server import free_port
+
+SEARCH_PATH = "/usr/local/bin:/usr/lib/postgresql/15/bin:/usr/bin"
+START_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    port: int
+    directory: Path
+    start_s: float
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name, path=SEARCH_PATH + ":" + os.environ.get("PATH", ""))
+    if found is None:
+        pytest.fail(f"the PostgreSQL tests need {name!r} (PostgreSQL 15 server binaries) on {SEARCH_PATH} or PATH; "
+                    "install the postgresql package", pytrace=False)
+    return found
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+def _run(argv: list[str], what: str) -> None:
+    done = subprocess.run(_as_server_user(argv), capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"{what} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """initdb + pg_ctl start once per session; stopped and removed at the end."""
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    started = time.monotonic()
+    directory = Path(tempfile.mkdtemp(prefix="memory-mcp-pg-"))
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(directory, user.pw_uid, user.pw_gid)
+    data, port = directory / "data", free_port()
+    _run([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"],
+         "initdb")
+    options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
+               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    _run([pg_ctl, "-D", str(data), "-l", str(directory / "server.log"), "-o", options, "-w", "-t",
+          str(START_TIMEOUT_S), "start"], "pg_ctl start")
+    server = PostgresServer(port=port, directory=directory, start_s=time.monotonic() - started)
+    try:
+        yield server
+    finally:
+        subprocess.run(_as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                       capture_output=True, timeout=START_TIMEOUT_S, check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the session's server; dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')  # a generated name, never input
+    yield postgres_server.url(name)
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
