@@ -94,6 +94,11 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[dict[str, Any]]:
         return self._conn.execute(sql.replace("?", "%s"), [_value(v) for v in params])  # type: ignore[arg-type]
 
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(sql.replace("?", "%s"), [[_value(v) for v in row] for row in rows])  # type: ignore[arg-type]
+
 
 class PostgresDatabase:
     """The board in one PostgreSQL database, shared by every instance that names it."""
