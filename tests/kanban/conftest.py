@@ -1,4 +1,5 @@
-"""Kanban fixtures: every board test runs on a SQLite file in tmp_path and on a real PostgreSQL database."""
+"""Kanban fixtures: every board test runs on a SQLite file in tmp_path and on a real PostgreSQL database
+(``kanban_db``, tests/support/postgres.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,6 @@ from app.kanban.job_audit import JobAudit, TableAudit, audit_path
 from app.kanban.service import KanbanService
 from app.settings import Settings
 from tests.conftest import SettingsFactory
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def kanban_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where the board lives: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return tmp_path / "kanban.sqlite3"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
 
 
 @pytest.fixture

@@ -89,3 +89,12 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     yield postgres_server.url(name)
     with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def kanban_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a board test's board lives: a SQLite file in tmp_path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "kanban.sqlite3"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
