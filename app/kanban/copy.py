@@ -24,7 +24,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "history": ("id", "task_id", "from_status", "to_status", "actor", "at_ms"),
     # In the order the jobs were recorded (SQLite's rowid), which PostgreSQL's jobs.rowid then numbers.
     "jobs": ("id", "task_id", "argv", "status", "exit_code", "started_ms", "ended_ms", "pid", "pgid", "stdout",
-             "stderr", "stdout_bytes", "stderr_bytes", "truncated", "reason", "actor"),
+             "stderr", "stdout_bytes", "stderr_bytes", "truncated", "reason", "actor", "server"),
     "board_meta": ("key", "value"),
 }
 ORDER = {"tasks": "seq", "notes": "id", "history": "id", "jobs": "rowid", "board_meta": "key"}

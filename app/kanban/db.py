@@ -46,6 +46,9 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX jobs_status ON jobs (status)",
         "CREATE TABLE board_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    # The server process that started a job (job_records.server_identity), so a start-up marks only
+    # the jobs of dead servers abandoned, not those of another live server on the same board.
+    ["ALTER TABLE jobs ADD COLUMN server TEXT"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

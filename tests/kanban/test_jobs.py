@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -170,11 +171,14 @@ async def test_missing_script_is_refused_at_start(make_settings: SettingsFactory
             pass
 
 
-def _stale_job(settings: Settings, job_id: str, pgid: int) -> None:
+def _stale_job(settings: Settings, job_id: str, pgid: int, server: str = f"{socket.gethostname()}:0:gone") -> None:
+    """A job recorded as running by ``server`` (by default a server on this host that is gone)."""
     db = migrated(settings)
     records = JobRecords(db)
     records.insert(Job(id=job_id, task_id=None, argv=["job"], status="running", started_ms=1))
     records.set_process(job_id, pgid, pgid)
+    with db.write() as conn:
+        conn.execute("UPDATE jobs SET server = ? WHERE id = ?", (server, job_id))
     db.close()
 
 
@@ -238,3 +242,22 @@ async def test_every_trigger_is_audited_with_who_args_exit_code_and_duration(
         (failed.id, "bob", ["fail"], "failed", 3),
     ]
     assert all(e["duration_ms"] >= 0 and e["at_ms"] >= ok.started_ms for e in lines)
+
+
+async def test_a_second_server_on_the_board_leaves_the_live_servers_jobs_running(job_settings: Settings) -> None:
+    async with KanbanService.open(job_settings) as first:
+        job = await first.trigger_job(args=["slow"])
+        _stale_job(job_settings, "job-on-another-host", job.pid or 0, server="elsewhere.example:1:1")
+        async with KanbanService.open(job_settings) as second:
+            assert second.health()["jobs_abandoned_at_start"] == 0
+            assert (await second.get_job(job.id)).status == "running"
+            assert (await second.get_job("job-on-another-host")).status == "running"
+    assert _job_after(job_settings, job.id).status == "failed"  # canceled when its own server stopped
+
+
+def _job_after(settings: Settings, job_id: str) -> Job:
+    db = migrated(settings)
+    try:
+        return JobRecords(db).get(job_id)
+    finally:
+        db.close()
