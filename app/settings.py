@@ -106,9 +106,10 @@ def _kanban_location(value: object) -> object:
     match = _URI.match(text)
     if match is None:
         return Path(text).expanduser()
-    if match.group(1).lower() not in POSTGRES_SCHEMES:
+    scheme = match.group(1).lower()
+    if scheme not in POSTGRES_SCHEMES:
         raise ValueError("MEMORY_MCP_KANBAN_DB must be a SQLite file path or a postgresql:// URL")
-    return text
+    return f"{scheme}://{match.group(2)}"  # libpq takes the scheme in lower case only
 
 
 class Settings(BaseSettings):

@@ -129,7 +129,8 @@ class PostgresDatabase:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise BoardUnavailable(f"the board database {self.location} is unavailable: {exc}") from exc
+            raise BoardUnavailable(f"the board database {self.location} is unavailable: {exc}",
+                                   retry_after_s=1) from exc
 
     @contextmanager
     def write(self) -> Iterator[PgConnection]:
