@@ -62,7 +62,11 @@ def postgres_server() -> Iterator[PostgresServer]:
     started = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="memory-mcp-pg-"))
     if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail("PostgreSQL refuses to run as root and there is no 'postgres' user to run it as; "
+                        "create one (useradd --system postgres)", pytrace=False)
         os.chown(directory, user.pw_uid, user.pw_gid)
     data, port = directory / "data", free_port()
     _run([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"],
