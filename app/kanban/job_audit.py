@@ -24,14 +24,28 @@ def audit_path(kanban_db: Path) -> Path:
 
 
 class JobAudit:
-    """Appends one JSON object per line; a failure to write is logged, never raised into a trigger."""
+    """One JSON object per trigger; a failure to write is logged, never raised into a trigger."""
+
+    def record(self, **fields: Any) -> None:
+        self._append(json.dumps(fields, ensure_ascii=False, sort_keys=True), int(fields.get("at_ms") or 0))
+
+    def _append(self, line: str, at_ms: int) -> None:
+        raise NotImplementedError
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every entry, oldest first."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Write what is still buffered."""
+
+
+class FileAudit(JobAudit):
+    """Appends one line per entry to a JSONL file; each line is written before ``record`` returns."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-
-    def record(self, **fields: Any) -> None:
-        self._append(json.dumps(fields, ensure_ascii=False, sort_keys=True), int(fields.get("at_ms") or 0))
 
     def _append(self, line: str, at_ms: int) -> None:
         try:
@@ -41,13 +55,9 @@ class JobAudit:
             logger.exception("could not write the job audit log %s", self.path)
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every entry, oldest first."""
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
-
-    def close(self) -> None:
-        """Nothing is buffered: each line is written before ``record`` returns."""
 
 
 class TableAudit(JobAudit):
@@ -57,7 +67,6 @@ class TableAudit(JobAudit):
     """
 
     def __init__(self, db: BoardDatabase) -> None:
-        super().__init__(Path(db.location))
         self._db = db
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="job-audit")
 

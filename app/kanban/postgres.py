@@ -145,8 +145,14 @@ class PostgresDatabase:
             yield PgConnection(conn)
 
     def change_marker(self) -> int:
-        with self.read() as conn:
-            return int(conn.execute("SELECT value FROM counters WHERE name = 'changes'").fetchone()["value"])
+        """The ``changes`` counter: one statement in autocommit, polled by every open dashboard."""
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute("SELECT value FROM counters WHERE name = 'changes'").fetchone()
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise BoardUnavailable(f"the board database {self.location} is unavailable: {exc}",
+                                   retry_after_s=1) from exc
+        return int(row["value"]) if row else 0
 
     def migrate(self) -> int:
         """Bring the schema to ``SCHEMA_VERSION`` under an advisory lock; opens the pool first.

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.kanban import validation as check
 from app.kanban.backend import BoardDatabase, open_database
-from app.kanban.job_audit import JobAudit, TableAudit, audit_path
+from app.kanban.job_audit import FileAudit, JobAudit, TableAudit, audit_path
 from app.kanban.job_command import JobCommand, load_job_command
 from app.kanban.job_records import JobRecords
 from app.kanban.jobs import JobRunner
@@ -29,7 +29,9 @@ class KanbanService:
         self._db = db
         self.tasks = TaskStore(db)
         self._records = JobRecords(db)
-        self.audit = TableAudit(db) if settings.kanban_db_url else JobAudit(audit_path(settings.kanban_db_path))
+        # The trigger log: a table every instance shares with a PostgreSQL board, a JSONL file beside SQLite.
+        self.audit: JobAudit = (TableAudit(db) if settings.kanban_db_url
+                                else FileAudit(audit_path(settings.kanban_db_path)))
         self._runner = JobRunner(settings, self._records, command, self.audit)
         self._abandoned = 0
 

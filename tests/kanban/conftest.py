@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.kanban.backend import BoardDatabase, open_database
-from app.kanban.job_audit import JobAudit, TableAudit, audit_path
+from app.kanban.job_audit import FileAudit, TableAudit, audit_path
 from app.kanban.service import KanbanService
 from app.settings import Settings
 from tests.conftest import SettingsFactory
@@ -37,7 +37,7 @@ def migrated(settings: Settings) -> BoardDatabase:
 def audit_entries(settings: Settings) -> list[dict[str, Any]]:
     """The job audit trail as stored: the JSONL file next to a SQLite board, the table in PostgreSQL."""
     if settings.kanban_db_url is None:
-        return JobAudit(audit_path(settings.kanban_db_path)).entries()
+        return FileAudit(audit_path(settings.kanban_db_path)).entries()
     db = migrated(settings)
     try:
         return TableAudit(db).entries()
