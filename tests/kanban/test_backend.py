@@ -13,6 +13,7 @@ from app.kanban import postgres
 from app.kanban.errors import BoardUnavailable
 from app.kanban.service import KanbanService
 from tests.conftest import SettingsFactory
+from tests.support import postgres as pg_support
 from tests.support.postgres import PostgresServer
 from tests.support.server import free_port
 
@@ -58,3 +59,11 @@ async def test_a_board_database_that_goes_away_is_a_503_error_not_a_crash(
             with pytest.raises(BoardUnavailable, match="is unavailable") as caught:
                 await kanban.list_tasks()
             assert isinstance(caught.value, Unavailable) and caught.value.retry_after_s == 1  # REST: 503 + Retry-After
+
+
+def test_without_server_binaries_the_postgres_fixture_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_support, "SEARCH_PATH", "/nonexistent")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(pg_support.PostgresUnavailable, match="need 'initdb' .*install the postgresql package"), \
+            pg_support.temporary_postgres():
+        pass
