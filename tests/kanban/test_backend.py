@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import psycopg
@@ -9,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.errors import Unavailable
+from app.kanban import db as sqlite_db
 from app.kanban import postgres
 from app.kanban.errors import BoardUnavailable
 from app.kanban.service import KanbanService
@@ -67,3 +69,22 @@ def test_without_server_binaries_the_postgres_fixture_names_what_is_missing(monk
     with pytest.raises(pg_support.PostgresUnavailable, match="need 'initdb' .*install the postgresql package"), \
             pg_support.temporary_postgres():
         pass
+
+
+async def test_a_version_1_sqlite_board_is_migrated_and_its_running_jobs_are_abandoned(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as old:  # the board as the first schema left it
+        for statement in sqlite_db.MIGRATIONS[0]:
+            old.execute(statement)
+        old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        old.execute("INSERT INTO schema_version (version) VALUES (1)")
+        old.execute("INSERT INTO jobs (id, argv, status, started_ms) VALUES ('job-old', '[\"x\"]', 'running', 1)")
+    old.close()
+    async with KanbanService.open(make_settings(kanban_db=path)) as kanban:
+        assert kanban.health()["jobs_abandoned_at_start"] == 1  # recorded before servers were: its server is gone
+        assert (await kanban.get_job("job-old")).status == "abandoned"
+    with sqlite3.connect(path) as reopened:
+        assert reopened.execute("SELECT version FROM schema_version").fetchone()[0] == sqlite_db.SCHEMA_VERSION == 2
+    reopened.close()
