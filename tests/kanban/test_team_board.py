@@ -25,6 +25,10 @@ def pair(make_settings: SettingsFactory, tmp_path: Path, postgres_url: str) -> I
         a, b = (stack.enter_context(run_server(make_settings(db_path=tmp_path / f"lancedb-{name}",
                                                              kanban_db=postgres_url)))
                 for name in ("a", "b"))
+        # Both apps share the routers' module-level parameter objects, and FastAPI completes a route on its first
+        # match; two servers in one process doing that at once race on them. One request each, in turn, first.
+        for server in (a, b):
+            assert httpx.get(f"{server.url}/api/no-such-route", timeout=30).status_code == 404
         yield a, b
 
 
