@@ -24,6 +24,8 @@ DEFAULT_DB_PATH = Path("~/.openclaw/memory/lancedb-pro")
 DEFAULT_TEAM_KANBAN_DB = Path("~/.openclaw/memory/memory-mcp-kanban.sqlite3")
 # The object stores LanceDB opens by URI (s3+ddb: S3 with a DynamoDB commit table).
 OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az")
+# A board URL with one of these schemes puts the board in PostgreSQL (app/kanban/postgres.py).
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
 DEFAULT_OPENCLAW_CONFIG = Path("~/.openclaw/openclaw.json")
@@ -132,6 +134,20 @@ def _db_location(value: object) -> object:
     return f"{scheme}://{rest.rstrip('/')}"
 
 
+def _kanban_location(value: object) -> object:
+    """A SQLite file path (``~`` expanded) stays a ``Path``; a ``postgresql://`` URL stays a ``str``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    match = _URI.match(text)
+    if match is None:
+        return Path(text).expanduser()
+    scheme = match.group(1).lower()
+    if scheme not in POSTGRES_SCHEMES:
+        raise ValueError("MEMORY_MCP_KANBAN_DB must be a SQLite file path or a postgresql:// URL")
+    return f"{scheme}://{match.group(2)}"  # libpq takes the scheme in lower case only
+
+
 class Settings(BaseSettings):
     """Every runtime option of the service; see ``.env.example`` for the defaults."""
 
@@ -205,7 +221,7 @@ class Settings(BaseSettings):
     openclaw_config: Path | None = DEFAULT_OPENCLAW_CONFIG
 
     # --- kanban ---
-    kanban_db: Path | None = None
+    kanban_db: Path | str | None = Field(default=None, repr=False)  # a str is a postgresql:// URL (may hold a password)
     job_command: Annotated[list[str], NoDecode] = Field(default_factory=list)
     job_timeout_s: float = Field(default=300.0, gt=0)
     job_kill_grace_s: float = Field(default=5.0, ge=0)
@@ -260,6 +276,11 @@ class Settings(BaseSettings):
     def _db_path(cls, value: object) -> object:
         return _db_location(value)
 
+    @field_validator("kanban_db", mode="before")
+    @classmethod
+    def _kanban_db(cls, value: object) -> object:
+        return _kanban_location(value)
+
     @field_validator("storage_options", mode="before")
     @classmethod
     def _option_strings(cls, value: object) -> object:
@@ -310,12 +331,19 @@ class Settings(BaseSettings):
 
     @property
     def kanban_db_path(self) -> Path:
-        """SQLite file of the board; by default next to the memory directory (a local file in team mode)."""
-        if self.kanban_db is not None:
+        """SQLite file of the board; by default next to the memory directory (a local file in team mode).
+
+        Unused when the board is in PostgreSQL (``kanban_db_url``)."""
+        if isinstance(self.kanban_db, Path):
             return self.kanban_db
         if self.db_dir is None:
             return DEFAULT_TEAM_KANBAN_DB.expanduser()
         return self.db_dir.parent / "memory-mcp-kanban.sqlite3"
+
+    @property
+    def kanban_db_url(self) -> str | None:
+        """The PostgreSQL URL of the board, or None when the board is a SQLite file."""
+        return self.kanban_db if isinstance(self.kanban_db, str) else None
 
     @property
     def db_uri(self) -> str:

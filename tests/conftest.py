@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from app.settings import Settings
+from tests.support.postgres import kanban_db, postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.support.server import LiveServer, run_server
 
 SettingsFactory = Callable[..., Settings]

@@ -1,4 +1,4 @@
-"""SQLite plumbing: one connection per thread, WAL, busy timeout, versioned migrations.
+"""The board on SQLite (the default backend): one connection per thread, WAL, busy timeout, versioned migrations.
 
 Every change runs in ``BEGIN IMMEDIATE`` so that the write lock is taken before anything is read:
 two processes allocating an id or claiming a card serialise on the database, not in Python.
@@ -46,6 +46,9 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX jobs_status ON jobs (status)",
         "CREATE TABLE board_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    # The server process that started a job (job_records.server_identity), so a start-up marks only
+    # the jobs of dead servers abandoned, not those of another live server on the same board.
+    ["ALTER TABLE jobs ADD COLUMN server TEXT"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -53,8 +56,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 class Database:
     """Thread-safe access to one SQLite file; each thread gets its own connection."""
 
+    #: ``BEGIN IMMEDIATE`` already holds the whole file's write lock: a row needs no lock of its own.
+    lock_clause = ""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.location = str(path)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -118,6 +125,9 @@ class Database:
             if self._watcher is None:
                 self._watcher = self._connect()
             return int(self._watcher.execute("PRAGMA data_version").fetchone()[0])
+
+    def change_marker(self) -> int:
+        return self.data_version()
 
     def migrate(self) -> int:
         """Bring the schema to ``SCHEMA_VERSION``; safe when several processes start at once."""

@@ -51,3 +51,9 @@ class VaultEscape(Forbidden):
 
 class ObsidianFormatError(InvalidInput):
     code = "obsidian_format"
+
+
+class BoardUnavailable(Unavailable):
+    """The board's PostgreSQL database does not answer (or another writer held the board too long)."""
+
+    code = "board_unavailable"

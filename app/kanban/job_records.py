@@ -1,12 +1,15 @@
-"""Job records on SQLite: one row per started job, updated once when it ends."""
+"""Job records, on either backend: one row per started job, updated once when it ends."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
+import os
+import socket
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
-from app.kanban.db import Database
+from app.kanban.backend import BoardDatabase, Connection, Row
 from app.kanban.errors import JobNotFound
 from app.kanban.models import Job
 
@@ -24,23 +27,49 @@ class JobOutcome:
     reason: str | None = None
 
 
-def _job(row: sqlite3.Row) -> Job:
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22); None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+@cache
+def server_identity() -> str:
+    """``host:pid:start``: this server process, told apart from a later one that reuses its pid."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid())}"
+
+
+def server_gone(identity: str | None) -> bool:
+    """True when the server that started a job is dead; a server on another host is never judged from here."""
+    if identity is None:
+        return True  # recorded before servers were recorded
+    host, pid, start = identity.rsplit(":", 2)
+    if host != socket.gethostname():
+        return False
+    return not pid.isdigit() or _start_ticks(int(pid)) != start
+
+
+def _job(row: Row) -> Job:
     values = dict(row)
     values.pop("pgid", None)
+    values.pop("server", None)
+    values.pop("rowid", None)  # PostgreSQL's stand-in for SQLite's implicit rowid
     values["argv"] = json.loads(values["argv"])
     values["truncated"] = bool(values["truncated"])
     return Job(**values)
 
 
 class JobRecords:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BoardDatabase) -> None:
         self.db = db
 
     def insert(self, job: Job) -> None:
         with self.db.write() as conn:
             conn.execute(
-                "INSERT INTO jobs (id, task_id, argv, status, started_ms, actor) VALUES (?, ?, ?, ?, ?, ?)",
-                (job.id, job.task_id, json.dumps(job.argv), job.status, job.started_ms, job.actor),
+                "INSERT INTO jobs (id, task_id, argv, status, started_ms, actor, server) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job.id, job.task_id, json.dumps(job.argv), job.status, job.started_ms, job.actor, server_identity()),
             )
 
     def set_process(self, job_id: str, pid: int, pgid: int) -> None:
@@ -57,7 +86,7 @@ class JobRecords:
             )
             return self._get(conn, job_id)
 
-    def _get(self, conn: sqlite3.Connection, job_id: str) -> Job:
+    def _get(self, conn: Connection, job_id: str) -> Job:
         row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(f"job {job_id} does not exist")
@@ -77,10 +106,13 @@ class JobRecords:
         return [_job(r) for r in rows]
 
     def running(self) -> list[tuple[str, int | None]]:
-        """(job id, process group) of every job recorded as running."""
+        """(job id, process group) of every job recorded as running by a server that is gone.
+
+        Several servers may share the board (a file, or PostgreSQL): another live server's jobs are its own.
+        """
         with self.db.read() as conn:
-            rows = conn.execute("SELECT id, pgid FROM jobs WHERE status = 'running'").fetchall()
-        return [(r["id"], r["pgid"]) for r in rows]
+            rows = conn.execute("SELECT id, pgid, server FROM jobs WHERE status = 'running'").fetchall()
+        return [(r["id"], r["pgid"]) for r in rows if server_gone(r["server"])]
 
     def abandon(self, job_id: str, ended_ms: int, reason: str) -> None:
         with self.db.write() as conn:

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from app.kanban import validation as check
-from app.kanban.db import Database
-from app.kanban.job_audit import JobAudit, audit_path
+from app.kanban.backend import BoardDatabase, open_database
+from app.kanban.job_audit import FileAudit, JobAudit, TableAudit, audit_path
 from app.kanban.job_command import JobCommand, load_job_command
 from app.kanban.job_records import JobRecords
 from app.kanban.jobs import JobRunner
@@ -22,14 +22,17 @@ logger = logging.getLogger(__name__)
 
 
 class KanbanService:
-    """Tasks on SQLite (every call in a worker thread) and the job runner."""
+    """Tasks on SQLite or PostgreSQL (every call in a worker thread) and the job runner."""
 
-    def __init__(self, settings: Settings, db: Database, command: JobCommand | None) -> None:
+    def __init__(self, settings: Settings, db: BoardDatabase, command: JobCommand | None) -> None:
         self.settings = settings
         self._db = db
         self.tasks = TaskStore(db)
         self._records = JobRecords(db)
-        self._runner = JobRunner(settings, self._records, command, JobAudit(audit_path(settings.kanban_db_path)))
+        # The trigger log: a table every instance shares with a PostgreSQL board, a JSONL file beside SQLite.
+        self.audit: JobAudit = (TableAudit(db) if settings.kanban_db_url
+                                else FileAudit(audit_path(settings.kanban_db_path)))
+        self._runner = JobRunner(settings, self._records, command, self.audit)
         self._abandoned = 0
 
     @classmethod
@@ -39,24 +42,26 @@ class KanbanService:
 
         Raises:
             UnsafeJobCommand: the configured job command is not safe to run.
+            BoardUnavailable: the board's PostgreSQL database does not answer.
         """
         command = load_job_command(settings)
-        db = Database(settings.kanban_db_path)
+        db = open_database(settings)
         try:
             await asyncio.to_thread(db.migrate)
             service = cls(settings, db, command)
-            service._abandoned = await service._runner.recover()
             try:
+                service._abandoned = await service._runner.recover()
                 yield service
             finally:
                 await service._runner.close()
+                await asyncio.to_thread(service.audit.close)
         finally:
-            db.close()
+            await asyncio.to_thread(db.close)
 
     def health(self) -> dict[str, Any]:
         return {
             "ready": True,
-            "db_path": str(self.settings.kanban_db_path),
+            "db_path": self._db.location,
             "job_command_configured": self._runner.command is not None,
             "jobs_running": self._runner.running_count,
             "jobs_abandoned_at_start": self._abandoned,
@@ -135,7 +140,7 @@ class KanbanService:
 
     async def change_marker(self) -> int:
         """A number that changes whenever anyone, in any process, commits to the board's database."""
-        return await asyncio.to_thread(self._db.data_version)
+        return await asyncio.to_thread(self._db.change_marker)
 
     async def add_note(self, task_id: str, text: str, *, author: str | None = None) -> Note:
         """Append a note. Raises: InvalidInput, TaskNotFound."""

@@ -1,13 +1,12 @@
-"""Task storage on SQLite: ids, cards, notes and status history. Synchronous; callers use a thread."""
+"""Task storage: ids, cards, notes and status history, on either backend. Synchronous; callers use a thread."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
-from app.kanban.db import Database
+from app.kanban.backend import BoardDatabase, Connection, Row
 from app.kanban.errors import StatusConflict, TaskExists, TaskNotFound
 from app.kanban.models import COLUMN_TITLES, STATUSES, Board, Card, Column, HistoryEntry, Note, Task
 from app.kanban.validation import format_task_id, task_number
@@ -17,7 +16,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _task(row: sqlite3.Row) -> Task:
+def _task(row: Row) -> Task:
     return Task(
         id=row["id"],
         title=row["title"],
@@ -37,21 +36,23 @@ def _task(row: sqlite3.Row) -> Task:
 class TaskStore:
     """Reads and writes of tasks; every change is one transaction on ``db``."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: BoardDatabase) -> None:
         self.db = db
 
     # --- ids -------------------------------------------------------------------------------
-    def _next_id(self, conn: sqlite3.Connection) -> tuple[str, int]:
+    def _next_id(self, conn: Connection) -> tuple[str, int]:
         row = conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'task' RETURNING value").fetchone()
         seq = int(row["value"])
         return format_task_id(seq), seq
 
-    def _claim_id(self, conn: sqlite3.Connection, task_id: str) -> tuple[str, int]:
+    def _claim_id(self, conn: Connection, task_id: str) -> tuple[str, int]:
         seq = task_number(task_id)
+        # Keep the counter ahead of explicit ids so that later automatic ids never collide; the
+        # counter row is updated first, so every creator of a task takes its lock before looking.
+        conn.execute("UPDATE counters SET value = CASE WHEN value < ? THEN ? ELSE value END WHERE name = 'task'",
+                     (seq, seq))
         if conn.execute("SELECT 1 FROM tasks WHERE seq = ?", (seq,)).fetchone():
             raise TaskExists(f"task {format_task_id(seq)} already exists")
-        # Keep the counter ahead of explicit ids so that later automatic ids never collide.
-        conn.execute("UPDATE counters SET value = MAX(value, ?) WHERE name = 'task'", (seq,))
         return format_task_id(seq), seq
 
     # --- tasks -----------------------------------------------------------------------------
@@ -80,18 +81,20 @@ class TaskStore:
             self._record(conn, new_id, None, fields["status"], actor, stamp)
             return self._get(conn, new_id)
 
-    def _end_position(self, conn: sqlite3.Connection, status: str) -> int:
+    def _end_position(self, conn: Connection, status: str) -> int:
         row = conn.execute("SELECT COALESCE(MAX(position), -1) + 1 AS p FROM tasks WHERE status = ?",
                            (status,)).fetchone()
         return int(row["p"])
 
-    def _record(self, conn: sqlite3.Connection, task_id: str, from_status: str | None, to_status: str,
+    def _record(self, conn: Connection, task_id: str, from_status: str | None, to_status: str,
                 actor: str | None, at_ms: int) -> None:
         conn.execute("INSERT INTO history (task_id, from_status, to_status, actor, at_ms) VALUES (?, ?, ?, ?, ?)",
                       (task_id, from_status, to_status, actor, at_ms))
 
-    def _get(self, conn: sqlite3.Connection, task_id: str) -> Task:
-        row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    def _get(self, conn: Connection, task_id: str, *, lock: bool = False) -> Task:
+        """The task; with ``lock``, its row stays locked until the transaction ends. Raises: TaskNotFound."""
+        sql = "SELECT * FROM tasks WHERE id = ?" + (self.db.lock_clause if lock else "")
+        row = conn.execute(sql, (task_id,)).fetchone()
         if row is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return _task(row)
@@ -128,7 +131,7 @@ class TaskStore:
             TaskNotFound, StatusConflict: the card is no longer in ``expected``.
         """
         with self.db.write() as conn:
-            task = self._get(conn, task_id)
+            task = self._get(conn, task_id, lock=True)
             if expected is not None and task.status != expected:
                 raise StatusConflict(
                     f"task {task_id} is '{task.status}', not '{expected}': another agent moved it first"
@@ -141,10 +144,14 @@ class TaskStore:
                 "SELECT 1 FROM history WHERE task_id = ? AND to_status = 'running'", (task_id,)
             ).fetchone():
                 retry += 1  # back in progress after having run before: a retry
-            conn.execute(
-                "UPDATE tasks SET status = ?, position = ?, updated_ms = ?, retry_count = ? WHERE id = ?",
-                (to_status, self._end_position(conn, to_status), stamp, retry, task_id),
+            # Conditional on the status just read: a claim can never overwrite another's claim.
+            moved = conn.execute(
+                "UPDATE tasks SET status = ?, position = ?, updated_ms = ?, retry_count = ? "
+                "WHERE id = ? AND status = ?",
+                (to_status, self._end_position(conn, to_status), stamp, retry, task_id, task.status),
             )
+            if moved.rowcount != 1:
+                raise StatusConflict(f"task {task_id} changed while it was being moved; read it again")
             self._record(conn, task_id, task.status, to_status, actor, stamp)
             return self._get(conn, task_id)
 
@@ -153,7 +160,7 @@ class TaskStore:
         columns = {"title", "description", "assignee", "steps", "current_step", "priority", "tags", "retry_count"}
         values = {k: json.dumps(v) if k in ("steps", "tags") else v for k, v in changes.items() if k in columns}
         with self.db.write() as conn:
-            self._get(conn, task_id)
+            self._get(conn, task_id, lock=True)
             if values:
                 assignments = ", ".join(f"{name} = ?" for name in values)
                 conn.execute(f"UPDATE tasks SET {assignments}, updated_ms = ? WHERE id = ?",  # noqa: S608
@@ -167,7 +174,7 @@ class TaskStore:
             TaskNotFound.
         """
         with self.db.write() as conn:
-            task = self._get(conn, task_id)
+            task = self._get(conn, task_id, lock=True)
             conn.execute("DELETE FROM notes WHERE task_id = ?", (task_id,))
             conn.execute("DELETE FROM history WHERE task_id = ?", (task_id,))
             conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
@@ -177,11 +184,11 @@ class TaskStore:
         """Append a note (never overwrites). Raises: TaskNotFound."""
         stamp = now_ms()
         with self.db.write() as conn:
-            self._get(conn, task_id)
-            cursor = conn.execute("INSERT INTO notes (task_id, author, text, created_ms) VALUES (?, ?, ?, ?)",
-                                  (task_id, author, text, stamp))
+            self._get(conn, task_id, lock=True)
+            row = conn.execute("INSERT INTO notes (task_id, author, text, created_ms) VALUES (?, ?, ?, ?) RETURNING id",
+                               (task_id, author, text, stamp)).fetchone()
             conn.execute("UPDATE tasks SET updated_ms = ? WHERE id = ?", (stamp, task_id))
-            return Note(id=int(cursor.lastrowid or 0), task_id=task_id, author=author, text=text, created_ms=stamp)
+            return Note(id=int(row["id"]), task_id=task_id, author=author, text=text, created_ms=stamp)
 
     def board(self) -> Board:
         with self.db.read() as conn:
@@ -210,7 +217,7 @@ class TaskStore:
                          actor: str | None) -> None:
         """Overwrite an existing task with imported values, recording a status change if any."""
         with self.db.write() as conn:
-            old = self._get(conn, task_id)
+            old = self._get(conn, task_id, lock=True)
             conn.execute(
                 """UPDATE tasks SET title = ?, description = ?, assignee = ?, status = ?, steps = ?,
                    current_step = ?, priority = ?, tags = ?, updated_ms = ?, position = ?, extra = ? WHERE id = ?""",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -14,13 +13,12 @@ import pytest
 
 from app.errors import InvalidInput
 from app.kanban import jobs
-from app.kanban.db import Database
 from app.kanban.errors import JobNotConfigured, JobNotFound, JobRefusedAsRoot, TaskNotFound, UnsafeJobCommand
-from app.kanban.job_audit import audit_path
 from app.kanban.job_records import JobRecords
 from app.kanban.models import Job
 from app.kanban.service import KanbanService
 from app.settings import Settings
+from tests.kanban.conftest import audit_entries, migrated
 from tests.kanban.support import read_probe, wait_gone, write_job_script
 
 SettingsFactory = Callable[..., Settings]
@@ -32,8 +30,9 @@ def script(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def job_settings(make_settings: SettingsFactory, script: Path) -> Settings:
-    return make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=20, job_kill_grace_s=0.5)
+def job_settings(make_settings: SettingsFactory, script: Path, kanban_db: Path | str) -> Settings:
+    return make_settings(kanban_db=kanban_db, jobs_allow_root=True, job_command=[str(script)], job_timeout_s=20,
+                         job_kill_grace_s=0.5)
 
 
 async def test_successful_job_records_output_exit_code_and_times(job_settings: Settings, script: Path) -> None:
@@ -195,12 +194,14 @@ async def test_missing_script_is_refused_at_start(make_settings: SettingsFactory
             pass
 
 
-def _stale_job(settings: Settings, job_id: str, pgid: int) -> None:
-    db = Database(settings.kanban_db_path)
-    db.migrate()
+def _stale_job(settings: Settings, job_id: str, pgid: int, server: str = f"{socket.gethostname()}:0:gone") -> None:
+    """A job recorded as running by ``server`` (by default a server on this host that is gone)."""
+    db = migrated(settings)
     records = JobRecords(db)
     records.insert(Job(id=job_id, task_id=None, argv=["job"], status="running", started_ms=1))
     records.set_process(job_id, pgid, pgid)
+    with db.write() as conn:
+        conn.execute("UPDATE jobs SET server = ? WHERE id = ?", (server, job_id))
     db.close()
 
 
@@ -237,10 +238,10 @@ async def test_jobs_left_running_by_a_dead_server_are_abandoned_and_killed(
 
 @pytest.mark.parametrize("root", [True, False])
 async def test_as_root_a_job_is_refused_unless_allowed_and_nothing_starts(
-    make_settings: SettingsFactory, script: Path, monkeypatch: pytest.MonkeyPatch, root: bool
+    make_settings: SettingsFactory, script: Path, monkeypatch: pytest.MonkeyPatch, root: bool, kanban_db: Path | str
 ) -> None:
     monkeypatch.setattr(jobs, "running_as_root", lambda: root)
-    async with KanbanService.open(make_settings(job_command=[str(script)])) as kanban:
+    async with KanbanService.open(make_settings(kanban_db=kanban_db, job_command=[str(script)])) as kanban:
         if root:
             with pytest.raises(JobRefusedAsRoot, match="MEMORY_MCP_JOBS_ALLOW_ROOT"):
                 await kanban.trigger_job(args=["slow"], actor="bob")
@@ -248,7 +249,7 @@ async def test_as_root_a_job_is_refused_unless_allowed_and_nothing_starts(
         else:
             assert (await kanban.trigger_job(wait_s=20)).status == "succeeded"
     assert bool(list(script.parent.glob("probe-*.json"))) is not root  # the script ran only when allowed
-    [entry] = [json.loads(line) for line in audit_path(kanban.settings.kanban_db_path).read_text().splitlines()]
+    [entry] = audit_entries(kanban.settings)
     assert entry["status"] == ("refused" if root else "succeeded")
 
 
@@ -258,7 +259,7 @@ async def test_every_trigger_is_audited_with_who_args_exit_code_and_duration(
     async with KanbanService.open(job_settings) as kanban:
         ok = await kanban.trigger_job(args=["a b", "; rm -rf ~"], wait_s=20, actor="lead")
         failed = await kanban.trigger_job(args=["fail"], wait_s=20, actor="bob")
-    lines = [json.loads(line) for line in audit_path(job_settings.kanban_db_path).read_text().splitlines()]
+    lines = audit_entries(job_settings)
     assert [(e["job_id"], e["actor"], e["args"], e["status"], e["exit_code"]) for e in lines] == [
         (ok.id, "lead", ["a b", "; rm -rf ~"], "succeeded", 0),
         (failed.id, "bob", ["fail"], "failed", 3),
@@ -272,3 +273,22 @@ async def test_a_command_gone_since_start_up_is_a_failed_job_saying_why(job_sett
         job = await kanban.trigger_job(wait_s=20)
     assert (job.status, job.exit_code) == ("failed", 127)
     assert job.reason == f"could not start {script}: No such file or directory"
+
+
+async def test_a_second_server_on_the_board_leaves_the_live_servers_jobs_running(job_settings: Settings) -> None:
+    async with KanbanService.open(job_settings) as first:
+        job = await first.trigger_job(args=["slow"])
+        _stale_job(job_settings, "job-on-another-host", job.pid or 0, server="elsewhere.example:1:1")
+        async with KanbanService.open(job_settings) as second:
+            assert second.health()["jobs_abandoned_at_start"] == 0
+            assert (await second.get_job(job.id)).status == "running"
+            assert (await second.get_job("job-on-another-host")).status == "running"
+    assert _job_after(job_settings, job.id).status == "failed"  # canceled when its own server stopped
+
+
+def _job_after(settings: Settings, job_id: str) -> Job:
+    db = migrated(settings)
+    try:
+        return JobRecords(db).get(job_id)
+    finally:
+        db.close()

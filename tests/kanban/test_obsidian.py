@@ -21,13 +21,13 @@ from app.kanban.obsidian_io import export_obsidian, import_obsidian
 from app.kanban.store import TaskStore
 from app.kanban.validation import check_title
 from app.settings import Settings
+from tests.kanban.conftest import migrated
 from tests.kanban.obsidian_fixture import BOARD, snapshot, write_vault
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[TaskStore]:
-    db = Database(settings.kanban_db_path)
-    db.migrate()
+    db = migrated(settings)
     yield TaskStore(db)
     db.close()
 
@@ -153,8 +153,9 @@ def test_a_note_symlinked_outside_the_vault_is_refused(store: TaskStore, vault: 
         import_obsidian(store, vault)
 
 
-def test_cli_imports_and_exports_a_vault(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = str(tmp_path / "cli.sqlite3")
+def test_cli_imports_and_exports_a_vault(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        kanban_db: Path | str) -> None:
+    db = str(kanban_db)
     assert cli_main(["kanban", "import-obsidian", str(vault), "--kanban-db", db]) == 0
     assert "imported 6 cards" in capsys.readouterr().out
     assert cli_main(["kanban", "export-obsidian", str(tmp_path / "cli-out"), "--kanban-db", db]) == 0

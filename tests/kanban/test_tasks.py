@@ -1,4 +1,4 @@
-"""Tasks on a real SQLite file: ids, statuses, history, claims, notes, patches."""
+"""Tasks on a real SQLite file and a real PostgreSQL: ids, statuses, history, claims, notes, patches."""
 
 from __future__ import annotations
 
@@ -11,22 +11,24 @@ from pathlib import Path
 import pytest
 
 from app.errors import InvalidInput
-from app.kanban.db import SCHEMA_VERSION, Database
+from app.kanban import db as sqlite_db
+from app.kanban import postgres
 from app.kanban.errors import InvalidStatus, InvalidTaskId, StatusConflict, TaskExists, TaskNotFound
 from app.kanban.models import STATUSES, TaskPatch
 from app.kanban.service import KanbanService
 from app.kanban.store import TaskStore
 from app.settings import Settings
+from tests.kanban.conftest import migrated
 
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"assignee": "claude-code", "status": "todo"}
 
 CHILD = """
 import sys
-from pathlib import Path
-from app.kanban.db import Database
+from app.kanban.backend import open_database
 from app.kanban.store import TaskStore
-db = Database(Path(sys.argv[1]))
+from app.settings import Settings
+db = open_database(Settings(kanban_db=sys.argv[1], embedding_provider="hash"))
 db.migrate()
 store = TaskStore(db)
 sys.stdin.read(1)  # the parent releases every child at once
@@ -37,8 +39,7 @@ print(" ".join(ids))
 
 
 def test_ids_are_unique_and_sequential_under_concurrent_thread_creates(settings: Settings) -> None:
-    db = Database(settings.kanban_db_path)
-    db.migrate()
+    db = migrated(settings)
     store = TaskStore(db)
     start = threading.Barrier(8)
     ids: list[str] = []
@@ -61,8 +62,8 @@ def test_ids_are_unique_and_sequential_under_concurrent_thread_creates(settings:
 
 
 def test_ids_never_collide_between_processes(settings: Settings) -> None:
-    path = settings.kanban_db_path
-    Database(path).migrate()
+    path = settings.kanban_db_url or settings.kanban_db_path
+    migrated(settings).close()
     children = [
         subprocess.Popen([sys.executable, "-c", CHILD, str(path), "40"], cwd=REPO, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -136,8 +137,7 @@ async def test_claim_race_between_tasks_has_exactly_one_winner(kanban: KanbanSer
 
 
 def test_claim_race_between_threads_has_exactly_one_winner(settings: Settings) -> None:
-    db = Database(settings.kanban_db_path)
-    db.migrate()
+    db = migrated(settings)
     store = TaskStore(db)
     task_ids = [store.create({"title": f"c{i}", **FIELDS}, task_id=None, actor=None).id for i in range(20)]
     outcomes: dict[str, list[str]] = {task_id: [] for task_id in task_ids}
@@ -236,10 +236,14 @@ async def test_data_and_schema_version_survive_a_reopen(settings: Settings) -> N
         await service.create_task("kept", "a")
     async with KanbanService.open(settings) as service:
         assert [t.title for t in await service.list_tasks()] == ["kept"]
-    db = Database(settings.kanban_db_path)
+    db = migrated(settings)
     with db.read() as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        version = conn.execute("SELECT version FROM schema_version").fetchone()["version"]
+        if settings.kanban_db_url is None:
+            assert version == sqlite_db.SCHEMA_VERSION
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        else:
+            assert version == postgres.SCHEMA_VERSION
     db.close()
 
 
@@ -271,7 +275,7 @@ async def test_change_marker_moves_on_every_commit_by_anyone_and_only_then(kanba
     task = await kanban.create_task("Watched", "a")
     after_create = await kanban.change_marker()
     assert after_create != first
-    other = Database(settings.kanban_db_path)  # another writer on the same file, as another process would be
+    other = migrated(settings)  # another writer on the same board, as another process would be
     with other.write() as conn:
         conn.execute("UPDATE tasks SET title = 'Renamed elsewhere' WHERE id = ?", (task.id,))
     other.close()

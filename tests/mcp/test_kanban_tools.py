@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
 from tests.mcp.clients import payload, sse_session, streamable_session
 from tests.support.server import LiveServer
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings], kanban_db: Path | str) -> Settings:
+    """The tools on a SQLite board and on a PostgreSQL board."""
+    return make_settings(kanban_db=kanban_db)
 
 
 async def test_a_task_created_over_sse_is_moved_over_streamable_http(live_server: LiveServer) -> None:

@@ -23,8 +23,9 @@ def script(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(make_settings: SettingsFactory, script: Path) -> Settings:
-    return make_settings(jobs_allow_root=True, job_command=[str(script)], job_timeout_s=60, job_kill_grace_s=1)
+def settings(make_settings: SettingsFactory, script: Path, kanban_db: Path | str) -> Settings:
+    return make_settings(kanban_db=kanban_db, jobs_allow_root=True, job_command=[str(script)], job_timeout_s=60,
+                         job_kill_grace_s=1)
 
 
 @pytest.fixture
@@ -134,7 +135,8 @@ def test_a_job_left_by_a_killed_server_is_killed_and_marked_at_the_next_start(
     settings: Settings, script: Path, tmp_path: Path
 ) -> None:
     env = {
-        "MEMORY_MCP_DB_PATH": str(settings.db_path), "MEMORY_MCP_KANBAN_DB": str(settings.kanban_db_path),
+        "MEMORY_MCP_DB_PATH": str(settings.db_path),
+        "MEMORY_MCP_KANBAN_DB": str(settings.kanban_db_url or settings.kanban_db_path),
         "MEMORY_MCP_EMBEDDING_PROVIDER": "hash", "MEMORY_MCP_LOG_FORMAT": "text",
         "MEMORY_MCP_JOB_COMMAND": str(script), "MEMORY_MCP_JOBS_ALLOW_ROOT": "true",
     }
