@@ -24,6 +24,22 @@ logger = logging.getLogger(__name__)
 DRAIN_S = 120.0  # longer than any tool's own deadline (embedding calls give up after a few seconds)
 
 
+class _ClosedOnExit:
+    """``async with`` a stream closes it, as the SDK's own streams do."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
 class InFlight:
     """Ids of requests read from the client and not answered yet."""
 
@@ -58,7 +74,7 @@ class InFlight:
             logger.warning("legacy SSE session closed with %d request(s) still running after %.0fs", len(self), DRAIN_S)
 
 
-class DrainingReadStream:
+class DrainingReadStream(_ClosedOnExit):
     """The server loop's read stream: its end waits for :class:`InFlight` to settle."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], in_flight: InFlight) -> None:
@@ -91,17 +107,8 @@ class DrainingReadStream:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
-
-class TolerantWriteStream:
+class TolerantWriteStream(_ClosedOnExit):
     """The server loop's write stream: marks requests answered; after the client left, drops replies."""
 
     def __init__(self, inner: WriteStream[SessionMessage], in_flight: InFlight) -> None:
@@ -119,12 +126,3 @@ class TolerantWriteStream:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
