@@ -30,7 +30,7 @@ from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
 from app.memory.store import cache_sync, commits, connection, filters, retention, table_format, tail_merge
 from app.memory.store.cache_sync import CacheSync
-from app.memory.store.locks import CommitLock
+from app.memory.store.locks import CommitLock, WriteLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible
 from app.memory.store.version_probe import VersionProbe
 from app.settings import Settings
@@ -315,6 +315,8 @@ class Store:
                 # Another writer committed since the cache last caught up: take that in first, so this
                 # commit applies in place (a compaction's rows would otherwise be read back as new).
                 self.sync.catch_up(cache_sync.CATCH_UP_WAIT_S)
+                if isinstance(self.lock, WriteLock):
+                    self.lock.note_other_writer()
             with self.cache.writing(before):  # searches meanwhile answer from the pre-commit state
                 result = change(before)
                 tell(self.cache, result, before)
