@@ -114,6 +114,8 @@ class MemoryService:
                 yield service
             finally:
                 await writer.close()
+                if store.sync is not None:  # the vector index is saved for the next start
+                    await asyncio.to_thread(store.sync.close)
         finally:
             await embedding.close()
             if owned:

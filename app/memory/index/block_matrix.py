@@ -48,6 +48,17 @@ class BlockMatrix:
             self.blocks[block][offset : offset + take] = matrix[done : done + take]
             done += take
 
+    def adopt(self, rows: np.ndarray) -> None:
+        """Hold ``rows`` (n x dimension, e.g. mapped from a file) as the first blocks, without copying
+        them; only the last, partly filled block is copied (appends write into it)."""
+        full = len(rows) // self.block_rows
+        self.blocks = [rows[b * self.block_rows : (b + 1) * self.block_rows] for b in range(full)]
+        tail = rows[full * self.block_rows :]
+        if len(tail):
+            block = np.empty((self.block_rows, self.dimension), dtype=self.dtype)
+            block[: len(tail)] = tail
+            self.blocks.append(block)
+
     def row(self, i: int) -> np.ndarray:
         block, offset = divmod(i, self.block_rows)
         return self.blocks[block][offset].copy()

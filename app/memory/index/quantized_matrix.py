@@ -30,7 +30,7 @@ import numkong
 import numpy as np
 
 from app.memory.index.block_matrix import BlockMatrix, over_blocks
-from app.memory.index.row_file import RowFile
+from app.memory.index.row_file import BaseRows, RowFile
 
 CODE_MAX = 127
 #: float32 rounding in the scores and norms (~1e-7 each): a wider net only adds candidates.
@@ -55,12 +55,22 @@ class Snapshot(NamedTuple):
 class QuantizedMatrix:
     """Rows ``0 .. capacity-1``; not thread-safe on its own (``VectorCache`` serialises writers)."""
 
-    def __init__(self, dimension: int, directory: Path | None = None, block_rows: int | None = None) -> None:
+    def __init__(self, dimension: int, directory: Path | None = None, block_rows: int | None = None,
+                 base: BaseRows | None = None) -> None:
         self.dimension = dimension
         self.codes = BlockMatrix(dimension, block_rows, dtype=np.int8)
         self.block_rows = self.codes.block_rows
         self.stats = BlockMatrix(3, self.block_rows)
-        self.exact = RowFile(dimension, directory)
+        self.exact = RowFile(dimension, directory, base)
+
+    @classmethod
+    def restored(cls, dimension: int, directory: Path | None, codes: np.ndarray, stats: np.ndarray,
+                 base: BaseRows) -> QuantizedMatrix:
+        """Rows saved by ``index_file``: codes and statistics mapped from the file, exact rows read from it."""
+        matrix = cls(dimension, directory, base=base)
+        matrix.codes.adopt(codes)
+        matrix.stats.adopt(stats)
+        return matrix
 
     @property
     def capacity(self) -> int:

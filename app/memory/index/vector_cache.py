@@ -33,6 +33,7 @@ import pyarrow as pa
 from app import heap
 from app.memory.index import score_bounds
 from app.memory.index.arrow_rows import ArrowRows
+from app.memory.index.cache_state import CacheState
 from app.memory.index.cached_reads import CachedReads
 from app.memory.index.exact_top import Query, Top, best, threshold_tops
 from app.memory.index.quantized_matrix import QuantizedMatrix, approximate
@@ -44,7 +45,7 @@ RELOAD_BATCH_ROWS = 4_096  # small batches keep the transient decode memory smal
 COMPACT_DEAD_SHARE = 0.25
 
 
-class VectorCache(CachedReads):
+class VectorCache(CachedReads, CacheState):
     """Vectors, scopes and row columns of one table; every method is thread-safe."""
 
     def __init__(self, dimension: int, row_columns: Sequence[str], scratch_dir: Path | None = None) -> None:

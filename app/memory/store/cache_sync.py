@@ -13,12 +13,17 @@ Where the change cannot be read that way (a column the cache holds changed type,
 gone, a rewrite of more than ``INLINE_MAX_ROWS`` rows), the search thread does not wait: a background
 thread catches up (or reloads the whole table, pinned at one version), and meanwhile the stale
 cache answers nothing, so searches use LanceDB's exact scan.
+
+The first load restores the cache from its saved index (``saved_index``) when that is still this
+table's, then catches up as above; a thread saves it again now and then and at ``close``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,8 +32,10 @@ import numpy as np
 import pyarrow as pa
 from pyarrow import ipc
 
-from app.memory.index import VectorCache
+from app.memory.index import VectorCache, index_file
+from app.memory.index.index_file import Loaded
 from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
+from app.memory.store.saved_index import SavedIndex, index_path
 from app.memory.store.table_diff import Diff, Files, Fragment, diff, files_of
 
 logger = logging.getLogger(__name__)
@@ -44,6 +51,12 @@ MAX_ROUNDS = 4
 CATCH_UP_WAIT_S = 0.25
 #: pylance's caches, bounded as LanceDB's are in ``table.py`` (unbounded, they grow with every version).
 CACHE_BYTES = 16 * 2**20
+#: How often the saving thread looks whether the index is due; a changed cache is saved at most this
+#: often (a save writes every vector: seconds at a million rows), and right after a load from the table.
+SAVE_CHECK_S = 10.0
+SAVE_INTERVAL_S = 300.0
+#: How long a search waits for the saved index being restored (a second or so) rather than scan LanceDB.
+RESTORE_WAIT_S = 5.0
 
 
 class CacheSync:
@@ -62,6 +75,18 @@ class CacheSync:
         self.background_runs = 0
         self.last_fallback = ""  # why the last change could not be read as one
         self.dataset = _open_dataset(table, storage_options or {})
+        path = index_path(str(table.uri)) if self.dataset is not None else None
+        self.saved = SavedIndex(path, cache) if path is not None else None
+        self._restoring = threading.Event()  # set once the first load has ended, restored or not
+        self._restore_tried = self.saved is None
+        if self._restore_tried:
+            self._restoring.set()
+        self._verify: Loaded | None = None  # a restored file whose large sections are still to be checked
+        self._save_due = False  # loaded from the table: save soon
+        self._saved_at = time.monotonic()
+        self._saving = threading.Lock()
+        self._stop = threading.Event()
+        self._saver: threading.Thread | None = None
 
     def use_table(self, table: Any, storage_options: dict[str, str] | None = None) -> None:
         """Follow a new table at the same place (another process dropped and created it again)."""
@@ -72,15 +97,21 @@ class CacheSync:
     # --- entry points -----------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Load the whole table and catch up (blocking; at start-up)."""
+        """Restore the saved index or load the whole table, and catch up (blocking; at start-up)."""
         with self._busy:
-            self._reload()
+            if not self._restore():
+                self._reload()
             self._catch_up(self._reload_rows())
+        self._restoring.set()
+        self._check_restored()
+        self._start_saver()
 
     def catch_up(self, wait_s: float = 0.0) -> None:
         """Bring the cache to the newest version now if the change is small, else start the
         background thread and return (the caller uses LanceDB meanwhile). ``wait_s``: how long to
         wait for another thread's catch-up to end first. Never raises."""
+        if not self._restoring.is_set():  # restoring the saved index takes about a second: wait for it
+            self._restoring.wait(RESTORE_WAIT_S)
         if self._worker is not None and self._worker.is_alive():
             return  # the background thread is at it: never wait for a reload
         if not (self._busy.acquire(timeout=wait_s) if wait_s > 0 else self._busy.acquire(blocking=False)):
@@ -114,12 +145,94 @@ class CacheSync:
         self.background_runs += 1
         with self._busy:
             try:
+                self._restore()
+                self._restoring.set()  # restored and caught up, or not: searches stop waiting
                 if not self._catch_up(self._reload_rows()):
                     logger.info("reloading the vector cache: %s", self.last_fallback or "it holds no version yet")
                     self._reload()
                     self._catch_up(self._reload_rows())
             except Exception:  # noqa: BLE001 - searches stay on LanceDB; the next stale search retries
                 logger.exception("the vector cache could not be brought up to date")
+            finally:
+                self._restoring.set()
+        self._check_restored()
+        self._start_saver()
+
+    # --- the saved index ------------------------------------------------------------------------
+
+    def _restore(self) -> bool:
+        """Restore the saved index and catch up from it, once per process (caller holds ``_busy``)."""
+        if self._restore_tried or self.saved is None or self.dataset is None:
+            return False
+        self._restore_tried = True
+        self._verify = self.saved.restore(self.dataset, self._current())
+        if self._verify is None:
+            return False
+        self._saved_at = time.monotonic()
+        if not self._catch_up(self._reload_rows()):
+            return False  # the caller reloads
+        self._restoring.set()
+        return True
+
+    def _check_restored(self) -> None:
+        """Checksum a restored file's large sections (seconds at a million rows, while searches use it);
+        a mismatch reloads the cache from the table."""
+        loaded, self._verify = self._verify, None
+        if loaded is None or self.saved is None:
+            return
+        try:
+            good = index_file.verify_large(loaded)
+        finally:
+            loaded.close()
+        if good:
+            return
+        self.saved.rejected = "checksum mismatch in its vectors"
+        logger.warning("the saved vector index %s is corrupt; reloading the cache from the table", self.saved.path)
+        self.saved.discard()
+        with self._busy:
+            self.cache.invalidate()
+            self._reload()
+            self._catch_up(self._reload_rows())
+
+    def save(self) -> bool:
+        """Save the cache to its index file now if it changed since the last save (blocking)."""
+        if self.saved is None or self.dataset is None:
+            return False
+        with self._saving:
+            self._current()  # a table made anew is noticed (the cache invalidated) before the export
+            done = self.saved.save(self.dataset, lambda: self._current() is not None)
+            if done or self.cache.version == self.saved.saved_version:
+                self._save_due, self._saved_at = False, time.monotonic()
+            return done
+
+    def save_if_due(self) -> None:
+        """Save after a load from the table, or every ``SAVE_INTERVAL_S`` while the cache changes."""
+        if self.saved is None or self.cache.version is None or self.cache.version == self.saved.saved_version:
+            return
+        if self._save_due or time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+            try:
+                self.save()
+            except Exception:  # noqa: BLE001 - the next check retries; a restart loads from the table
+                logger.exception("could not save the vector index")
+
+    def close(self) -> None:
+        """Stop the saving thread and save a changed cache (at shutdown; blocking)."""
+        self._stop.set()
+        saver = self._saver
+        if saver is not None:
+            saver.join()
+        try:
+            self.save()
+        except Exception:  # noqa: BLE001 - shutdown goes on; the next start loads from the table
+            logger.exception("could not save the vector index at shutdown")
+
+    def _start_saver(self) -> None:
+        with self._worker_lock:
+            if self.saved is None or self._stop.is_set() or (self._saver is not None and self._saver.is_alive()):
+                return
+            self._saver = threading.Thread(target=_save_loop, args=(weakref.ref(self), self._stop),
+                                           name="memory-index-save", daemon=True)
+            self._saver.start()
 
     def _reload_rows(self) -> int:
         return max(INLINE_MAX_ROWS, int(len(self.cache) * RELOAD_SHARE))
@@ -181,7 +294,18 @@ class CacheSync:
         names = pinned.schema.names
         schema = pa.schema([pinned.schema.field(c) for c in self.cache.row_columns if c in names])
         batches = pinned.to_batches(columns=self.cache.load_columns(names), batch_size=RELOAD_BATCH_ROWS)
-        self.cache.load(version, batches, schema, pinned.count_rows())
+        if self.cache.load(version, batches, schema, pinned.count_rows()):
+            self._save_due = True
+
+
+def _save_loop(ref: weakref.ref[CacheSync], stop: threading.Event) -> None:
+    """The saving thread: holds its ``CacheSync`` only while saving, so a store dropped unclosed is freed."""
+    while not stop.wait(SAVE_CHECK_S):
+        sync = ref()
+        if sync is None:
+            return
+        sync.save_if_due()
+        del sync
 
 
 def _open_dataset(table: Any, storage_options: dict[str, str]) -> Any | None:

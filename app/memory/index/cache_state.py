@@ -1,0 +1,112 @@
+"""The vector cache's contents handed out for saving, and taken back from a saved index.
+
+A part of ``VectorCache`` kept in its own module for size. ``export`` copies only what later commits
+change in place (the live and scope arrays); the blocks of codes, statistics and bounds it hands out
+are only ever appended to past the exported row count, and the exact rows below it never change, so
+the file is written from them outside the lock while searches and commits go on.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from app.memory.index.arrow_rows import ArrowRows
+from app.memory.index.block_matrix import BlockMatrix
+from app.memory.index.index_file import Loaded, Saved
+from app.memory.index.quantized_matrix import QuantizedMatrix
+from app.memory.index.score_bounds import RANK, ScoreBounds
+
+
+class CacheState:
+    """Mixed into ``VectorCache``, which sets these attributes."""
+
+    dimension: int
+    scratch_dir: Path | None
+    version: int | None
+    _lock: threading.Lock
+    _n: int
+    _alive: np.ndarray
+    _scope_codes: np.ndarray
+    _scopes: dict[str | None, int]
+    _position: dict[str, int]
+    _copies: dict[str, list[int]]
+    _rows: ArrowRows
+    _matrix: QuantizedMatrix
+    _bounds: ScoreBounds
+    _generation: int
+
+    def _clear(self, schema: pa.Schema | None = None) -> None:
+        raise NotImplementedError
+
+    def _reserve(self, rows: int) -> None:
+        raise NotImplementedError
+
+    def export(self) -> tuple[Saved, int] | None:
+        """The contents at the cache's version and the generation they belong to; None when stale."""
+        with self._lock:
+            if self.version is None:
+                return None
+            n, snap = self._n, self._matrix.snapshot()
+            bounds = self._bounds.snapshot(n)
+            schema = self._rows.schema or pa.schema([])
+            rows = pa.Table.from_batches(list(self._rows.batches), schema=schema)
+            saved = Saved(
+                version=self.version, n=n, dimension=self.dimension, codes=snap.codes, stats=snap.stats,
+                alive=self._alive[:n].copy(), scope_codes=self._scope_codes[:n].copy(),
+                scopes=[scope for scope, _ in sorted(self._scopes.items(), key=lambda item: item[1])],
+                rows=rows, rows_at=snap.rows_at,
+                basis=None if bounds is None else self._bounds.basis, bounds=bounds)
+            return saved, self._generation
+
+    def holds(self, generation: int) -> bool:
+        """Whether the contents are still those of ``generation`` (not reloaded, compacted or invalidated)."""
+        with self._lock:
+            return self.version is not None and self._generation == generation
+
+    def install(self, loaded: Loaded) -> None:
+        """Take ``loaded`` as the contents, at its version (the caller checked it is this table's).
+
+        Raises:
+            ValueError: its dimension or row count does not fit.
+        """
+        n = loaded.n
+        if int(loaded.header["dimension"]) != self.dimension or loaded.rows.num_rows != n:
+            raise ValueError("the saved index does not fit this cache")
+        matrix = QuantizedMatrix.restored(self.dimension, self.scratch_dir, loaded.codes, loaded.stats, loaded.exact)
+        bounds = ScoreBounds(self.dimension)
+        if loaded.basis is not None and loaded.bounds is not None and loaded.basis.shape[1] == RANK:
+            bounds.basis = np.ascontiguousarray(loaded.basis)
+            blocks = BlockMatrix(RANK + 1)
+            blocks.adopt(loaded.bounds)
+            bounds._rows, bounds.n = blocks, n  # noqa: SLF001 - restored as it was saved
+        position, copies = _positions(loaded.rows.column("id").to_pylist() if n else [], loaded.alive)
+        with self._lock:
+            self.version = None
+            self._clear(loaded.rows.schema)
+            self._matrix, self._bounds, self._n = matrix, bounds, n
+            self._alive, self._scope_codes = loaded.alive, loaded.scope_codes
+            self._reserve(n)
+            self._scopes = {scope: code for code, scope in enumerate(loaded.scopes)}
+            self._position, self._copies = position, copies
+            for batch in loaded.rows.to_batches():
+                self._rows.append_batch(batch)
+            self.version = loaded.version
+
+
+def _positions(ids: list[str], alive: np.ndarray) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """Each live id's newest position, and the earlier copies of ids stored more than once."""
+    live = np.flatnonzero(alive).tolist()
+    live_ids = [ids[i] for i in live]
+    position = dict(zip(live_ids, live, strict=True))
+    copies: dict[str, list[int]] = {}
+    if len(position) < len(live):  # another writer stored some id twice: every copy stays searchable
+        position = {}
+        for memory_id, i in zip(live_ids, live, strict=True):
+            if memory_id in position:
+                copies.setdefault(memory_id, []).append(position[memory_id])
+            position[memory_id] = i
+    return position, copies

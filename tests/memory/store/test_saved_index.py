@@ -1,0 +1,201 @@
+"""A restarted store restores its vector cache from the saved index, caught up with the commits since,
+and never from a file that is not this table's as it is now."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pytest
+
+from app.memory.embeddings.hashing import HashEmbedder
+from app.memory.index import index_file
+from app.memory.store import filters, saved_index
+from app.memory.store.schema import build_schema
+from app.memory.store.table import Store
+from tests.conftest import SettingsFactory
+from tests.memory.store.test_cache_sync import (
+    EMBEDDER,
+    _assert_mirrors_the_table,
+    _foreign,
+    _plain,
+    _rows,
+    _some_ids,
+    _vectors,
+)
+
+
+@pytest.fixture(autouse=True)
+def _small_tables_are_saved(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saved_index, "SAVE_MIN_ROWS", 0)
+
+
+def _saved_store(make_settings: SettingsFactory, **overrides: object) -> tuple[Store, Path]:
+    """A store with rows in two fragments, closed (which saves its index)."""
+    settings = make_settings(embedding_dimensions=64, **overrides)
+    store = Store.open(settings, EMBEDDER)
+    store.add(_rows(150, "global", 1))
+    store.add(_rows(90, "agent:x", 2))
+    store.delete(_some_ids(store, "global", 1)[0])
+    assert store.sync is not None
+    store.sync.close()
+    assert store.sync.saved is not None and store.sync.saved.saves == 1
+    return store, settings.db_path
+
+
+def _reopen(make_settings: SettingsFactory, embedder: HashEmbedder = EMBEDDER, *, background: bool = False,
+            **overrides: object) -> Store:
+    store = Store.open(make_settings(embedding_dimensions=embedder.dimension, **overrides), embedder,
+                       load_cache=not background)
+    assert store.sync is not None and store.sync.saved is not None
+    assert store.sync.wait_idle(60)
+    return store
+
+
+def _index(db_path: Path, table: str = "memories") -> Path:
+    return db_path / saved_index.INDEX_DIR / table / saved_index.FILE_NAME
+
+
+def _recreate(db_path: Path, rows: int, seed: int, dimension: int = 64) -> None:
+    """Another program drops the table and creates it again, with other rows, past the saved version."""
+    db = lancedb.connect(str(db_path))
+    db.drop_table("memories")
+    embedder = HashEmbedder(dimension)
+    table = db.create_table("memories", schema=build_schema(embedder))
+    vectors = np.random.default_rng(seed).standard_normal((rows, dimension)).astype(np.float32)
+    from app.memory.rows import new_row
+    from app.memory.store import commits
+
+    for i in range(0, rows, 10):  # many commits: the new table's version passes the saved one
+        batch = [new_row(f"new {seed}-{j}", vectors[j] / np.linalg.norm(vectors[j]), "global", [], 0.5, None,
+                         embedder.model) for j in range(i, min(rows, i + 10))]
+        table.add(commits.to_arrow(batch, table.schema))
+
+
+def test_a_restarted_store_restores_the_saved_index_without_reading_the_table(make_settings: SettingsFactory) -> None:
+    first, db_path = _saved_store(make_settings)
+    assert _index(db_path).is_file()
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 1
+    assert store.cache.reloads == 0  # no load of the whole table
+    assert store.sync.rows_read == 0
+    assert len(store.cache) == len(first.cache or [])
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_a_store_loading_in_the_background_restores_the_saved_index(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    store = _reopen(make_settings, background=True)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 1 and store.cache.reloads == 0
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_commits_made_while_the_store_was_down_are_caught_up_from_the_saved_version(
+        make_settings: SettingsFactory) -> None:
+    first, db_path = _saved_store(make_settings)
+    old = _some_ids(first, "global", 3)
+    _foreign(db_path,
+             {"kind": "add", "rows": _plain(_rows(7, "agent:y", 5))},
+             {"kind": "delete", "where": filters.eq("id", old[0])},
+             {"kind": "update", "where": filters.eq("id", old[1]),
+              "values": {"text": "rewritten while down", "vector": _vectors(1, 6)[0].tolist()}})
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 1 and store.cache.reloads == 0
+    assert store.sync.catch_ups >= 1 and 0 < store.sync.rows_read < 20  # the change only, not the table
+    _assert_mirrors_the_table(store, db_path)
+    assert old[0] not in {r["id"] for r in store.get_rows(old)}
+
+
+def test_the_index_of_a_table_dropped_and_created_again_is_rejected(make_settings: SettingsFactory) -> None:
+    first, db_path = _saved_store(make_settings)
+    old_ids = set(_some_ids(first, "global", 200))
+    assert first.version() < 30
+    _recreate(db_path, 300, seed=8)
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 0 and store.cache.reloads == 1
+    assert "not this table's" in store.sync.saved.rejected
+    _assert_mirrors_the_table(store, db_path)
+    found = store.vector_search(_vectors(1, 3)[0], None, 50)
+    assert found and not old_ids & {r["id"] for r in found}
+
+
+def test_the_index_of_another_dimension_is_rejected(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    _recreate(db_path, 300, seed=9, dimension=32)
+    store = _reopen(make_settings, HashEmbedder(32))
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 0 and store.cache.reloads == 1 and store.cache.dimension == 32
+    assert store.sync.saved.rejected
+    assert len(store.vector_search(np.ones(32, dtype=np.float32) / np.sqrt(32), None, 5)) == 5
+
+
+def test_another_tables_index_never_answers(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    other = Store.open(make_settings(embedding_dimensions=64, table="other"), EMBEDDER)
+    other.add(_rows(40, "global", 21))
+    other_ids = {r["id"] for r in other.scan(None, ["id"]).to_pylist()}
+    _index(db_path, "other").parent.mkdir(parents=True)
+    os.replace(_index(db_path), _index(db_path, "other"))  # the first table's file in the other's place
+    store = _reopen(make_settings, table="other")
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 0 and store.cache.reloads == 1
+    found = store.vector_search(_vectors(1, 3)[0], None, 100)
+    assert {r["id"] for r in found} == other_ids
+
+
+def _flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_file_with_a_corrupt_header_is_rejected_and_written_again(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    path = _index(db_path)
+    _flip_byte(path, path.stat().st_size - 40)  # inside the header
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 0 and store.cache.reloads == 1
+    assert "checksum" in store.sync.saved.rejected
+    _assert_mirrors_the_table(store, db_path)
+    store.sync.close()
+    assert index_file.read_header(path)["version"] == store.version()
+
+
+def test_a_file_with_corrupt_vectors_is_replaced_by_a_load_from_the_table(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    path = _index(db_path)
+    exact = index_file.read_header(path)["sections"]["exact"]
+    _flip_byte(path, exact["offset"] + exact["length"] // 2)
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 1  # restored, then its vectors' checksum failed: loaded from the table
+    assert store.cache.reloads == 1 and "checksum" in store.sync.saved.rejected
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_a_truncated_file_is_rejected(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    path = _index(db_path)
+    os.truncate(path, path.stat().st_size // 2)
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 0 and store.cache.reloads == 1
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_a_small_table_keeps_no_index(make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saved_index, "SAVE_MIN_ROWS", 10_000)
+    store = Store.open(make_settings(embedding_dimensions=64), EMBEDDER)
+    store.add(_rows(20, "global", 1))
+    assert store.sync is not None
+    store.sync.close()
+    assert not _index(make_settings().db_path).exists()
