@@ -1,0 +1,178 @@
+"""Scale: start-up after a restart, recall while starting, recall p50/p99, RSS, at 10k / 100k / 1M rows.
+
+```
+nice -n 10 .venv/bin/python -m bench.scale                          # 10k, 100k, 1M; the local model
+.venv/bin/python -m bench.scale --sizes 10000 --provider hash --queries 20
+.venv/bin/python -m bench.scale --sizes 1000000 --data-dir /var/tmp/scale   # keep the tables for a rerun
+```
+
+Per size: a table of random unit vectors (in the provider's schema: start-up, search and memory do
+not care what the vectors mean) is written with LanceDB directly; a server starts on it (loading
+the vector cache from the table, and saving its index), stops cleanly, and starts again. Printed:
+
+- ``first ready s``: spawn to ``/readyz`` 200 on the first start (the cache read from the table);
+- ``ready s``: the same after the restart (the cache restored from its saved index);
+- ``slowest recall while starting``: REST recalls sent one after another from the restart's first
+  ``/healthz`` until ``/readyz`` is 200 (``n`` of them; a 503 ``starting`` counts as answered);
+- ``recall p50/p99``: REST ``vector-search`` once ready (embedding the query included);
+- ``numpy p50``: an exact float32 scan (``q . M^T`` and a top-10 partial sort) over the same vectors in
+  this process, and ``ratio`` = recall p50 / numpy p50;
+- ``RSS MB``: the server and its children (the local model's process) once the recalls are done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from app.memory.embeddings import create_embedder
+from app.settings import Settings
+from bench import common, textgen
+from bench.speed_data import SCOPES, Corpus, bulk_load, random_unit_vectors
+from bench.speed_server import serve
+
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+TEXT_VARIETY = 20_000  # distinct sentences, repeated: generating a million costs minutes and measures nothing
+K = 10
+READY_TIMEOUT_S = 900.0
+
+
+def prepare(db_path: Path, provider: str, rows: int) -> np.ndarray:
+    """Write a table of ``rows`` random unit vectors (unless one of that size is there); returns them."""
+    settings = Settings(db_path=db_path, embedding_provider=provider)  # type: ignore[arg-type]
+    embedder = create_embedder(settings)  # its identity and dimension only; never loaded
+    vectors = random_unit_vectors(rows, embedder.dimension, seed=rows)
+    marker = db_path / f".bench-scale-{rows}"
+    if marker.exists():
+        return vectors
+    shutil.rmtree(db_path, ignore_errors=True)
+    texts = textgen.sentences(min(rows, TEXT_VARIETY))
+    data = Corpus([texts[i % len(texts)] for i in range(rows)], vectors,
+                  [SCOPES[i % len(SCOPES)] for i in range(rows)], [f"{i:08x}" for i in range(rows)])
+    bulk_load(db_path, data, embedder)
+    marker.touch()
+    return vectors
+
+
+def numpy_scan_ms(vectors: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """An exact float32 top-10 per query over ``vectors``, in this process."""
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        scores = vectors @ query
+        top = np.argpartition(-scores, K)[:K]
+        top[np.argsort(-scores[top])]
+        times.append(time.perf_counter() - started)
+    return common.latency_summary_ms(times[2:])
+
+
+async def _wait_ready(client: httpx.AsyncClient, spawned: float) -> float:
+    while time.perf_counter() - spawned < READY_TIMEOUT_S:
+        try:
+            if (await client.get("/readyz")).status_code == 200:
+                return time.perf_counter() - spawned
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.05)  # polling another process, bounded by the deadline
+    raise RuntimeError(f"not ready within {READY_TIMEOUT_S} s")
+
+
+async def _recalls_until(client: httpx.AsyncClient, ready: asyncio.Task[float], queries: list[str]) -> list[float]:
+    """Recall one query after another while ``ready`` has not finished; the latency of each."""
+    latencies, i = [], 0
+    while not ready.done():
+        started = time.perf_counter()
+        try:
+            params = {"q": queries[i % len(queries)], "limit": K}
+            response = await client.get("/api/lancedb/vector-search", params=params)
+        except httpx.TransportError:
+            await asyncio.sleep(0.01)  # not listening yet
+            continue
+        if response.status_code not in (200, 503):
+            raise RuntimeError(f"recall while starting: HTTP {response.status_code} {response.text[:200]}")
+        latencies.append(time.perf_counter() - started)
+        i += 1
+    return latencies
+
+
+async def _start(url: str, queries: list[str], spawned: float) -> tuple[float, list[float]]:
+    async with httpx.AsyncClient(base_url=url, timeout=60.0) as probe, \
+            httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        ready = asyncio.create_task(_wait_ready(probe, spawned))
+        during = await _recalls_until(client, ready, queries)
+        return await ready, during
+
+
+async def _recall_ms(url: str, queries: list[str]) -> dict[str, float]:
+    times = []
+    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        for i, query in enumerate(queries):
+            started = time.perf_counter()
+            response = await client.get("/api/lancedb/vector-search", params={"q": query, "limit": K})
+            response.raise_for_status()
+            if i >= 2:  # the first warm the connection
+                times.append(time.perf_counter() - started)
+    ms = [t * 1000 for t in times]
+    return {"p50_ms": round(common.percentile(ms, 50), 2), "p99_ms": round(common.percentile(ms, 99), 2)}
+
+
+def measure(db_path: Path, provider: str, vectors: np.ndarray, queries: int, log: Path) -> dict[str, Any]:
+    texts = [f"what do I remember about {t}" for t in textgen.sentences(queries + 2)]
+    spawned = time.perf_counter()
+    with serve(db_path, log, provider=provider, timeout_s=READY_TIMEOUT_S) as server:
+        first_ready, _ = asyncio.run(_start(server.url, texts[:2], spawned))
+    spawned = time.perf_counter()
+    with serve(db_path, log, provider=provider, timeout_s=READY_TIMEOUT_S) as server:
+        ready, during = asyncio.run(_start(server.url, texts, spawned))
+        recall = asyncio.run(_recall_ms(server.url, texts))
+        main_mb, children_mb = server.rss_parts_mb()
+    scan = numpy_scan_ms(vectors, random_unit_vectors(queries + 2, vectors.shape[1], seed=7))
+    return {
+        "rows": len(vectors), "first_ready_s": round(first_ready, 2), "ready_s": round(ready, 2),
+        "recalls_while_starting": len(during),
+        "slowest_recall_while_starting_ms": round(max(during) * 1000, 1) if during else None,
+        "recall_p50_ms": recall["p50_ms"], "recall_p99_ms": recall["p99_ms"],
+        "numpy_p50_ms": scan["p50_ms"], "ratio_to_numpy": round(recall["p50_ms"] / scan["p50_ms"], 3),
+        "server_rss_mb": round(main_mb), "model_rss_mb": round(children_mb), "rss_mb": round(main_mb + children_mb),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated row counts")
+    parser.add_argument("--provider", default="local", help="embedding provider (hash: no model, for a smoke run)")
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--data-dir", type=Path, help="keep the tables here (reused when the size matches)")
+    parser.add_argument("--results-dir", type=Path)
+    parser.add_argument("--output", default="scale")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    root = args.data_dir or Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    results = []
+    try:
+        for size in sizes:
+            db_path = root / f"rows-{size}" / "lancedb"
+            vectors = prepare(db_path, args.provider, size)
+            results.append(measure(db_path, args.provider, vectors, args.queries, db_path.parent / "server.log"))
+            del vectors
+    finally:
+        if args.data_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    columns = ["rows", "first_ready_s", "ready_s", "slowest_recall_while_starting_ms", "recall_p50_ms",
+               "recall_p99_ms", "numpy_p50_ms", "ratio_to_numpy", "rss_mb"]
+    common.print_table(f"scale ({args.provider})", columns, [[r[c] for c in columns] for r in results])
+    common.write_json(args.output, {"machine": common.machine_info(), "provider": args.provider, "results": results},
+                      args.results_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
