@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from pyarrow import ipc
 from app.memory.index import VectorCache, index_file
 from app.memory.index.index_file import Loaded
 from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
-from app.memory.store.saved_index import SavedIndex, index_path
+from app.memory.store.saved_index import SavedIndex, Saver, index_path
 from app.memory.store.table_diff import Diff, Files, Fragment, diff, files_of
 
 logger = logging.getLogger(__name__)
@@ -51,10 +49,6 @@ MAX_ROUNDS = 4
 CATCH_UP_WAIT_S = 0.25
 #: pylance's caches, bounded as LanceDB's are in ``table.py`` (unbounded, they grow with every version).
 CACHE_BYTES = 16 * 2**20
-#: How often the saving thread looks whether the index is due; a changed cache is saved at most this
-#: often (a save writes every vector: seconds at a million rows), and right after a load from the table.
-SAVE_CHECK_S = 10.0
-SAVE_INTERVAL_S = 300.0
 #: How long a search waits for the saved index being restored (a second or so) rather than scan LanceDB.
 RESTORE_WAIT_S = 5.0
 
@@ -82,11 +76,7 @@ class CacheSync:
         if self._restore_tried:
             self._restoring.set()
         self._verify: Loaded | None = None  # a restored file whose large sections are still to be checked
-        self._save_due = False  # loaded from the table: save soon
-        self._saved_at = time.monotonic()
-        self._saving = threading.Lock()
-        self._stop = threading.Event()
-        self._saver: threading.Thread | None = None
+        self.saver = Saver(self.saved, lambda: self.dataset, current_version) if self.saved is not None else None
 
     def use_table(self, table: Any, storage_options: dict[str, str] | None = None) -> None:
         """Follow a new table at the same place (another process dropped and created it again)."""
@@ -168,9 +158,10 @@ class CacheSync:
         self._verify = self.saved.restore(self.dataset, self._current())
         if self._verify is None:
             return False
-        self._saved_at = time.monotonic()
         if not self._catch_up(self._reload_rows()):
-            return False  # the caller reloads
+            self._verify.close()  # the caller reloads from the table; the file is left for the next save
+            self._verify = None
+            return False
         self._restoring.set()
         return True
 
@@ -194,45 +185,14 @@ class CacheSync:
             self._reload()
             self._catch_up(self._reload_rows())
 
-    def save(self) -> bool:
-        """Save the cache to its index file now if it changed since the last save (blocking)."""
-        if self.saved is None or self.dataset is None:
-            return False
-        with self._saving:
-            self._current()  # a table made anew is noticed (the cache invalidated) before the export
-            done = self.saved.save(self.dataset, lambda: self._current() is not None)
-            if done or self.cache.version == self.saved.saved_version:
-                self._save_due, self._saved_at = False, time.monotonic()
-            return done
-
-    def save_if_due(self) -> None:
-        """Save after a load from the table, or every ``SAVE_INTERVAL_S`` while the cache changes."""
-        if self.saved is None or self.cache.version is None or self.cache.version == self.saved.saved_version:
-            return
-        if self._save_due or time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
-            try:
-                self.save()
-            except Exception:  # noqa: BLE001 - the next check retries; a restart loads from the table
-                logger.exception("could not save the vector index")
-
     def close(self) -> None:
         """Stop the saving thread and save a changed cache (at shutdown; blocking)."""
-        self._stop.set()
-        saver = self._saver
-        if saver is not None:
-            saver.join()
-        try:
-            self.save()
-        except Exception:  # noqa: BLE001 - shutdown goes on; the next start loads from the table
-            logger.exception("could not save the vector index at shutdown")
+        if self.saver is not None:
+            self.saver.close()
 
     def _start_saver(self) -> None:
-        with self._worker_lock:
-            if self.saved is None or self._stop.is_set() or (self._saver is not None and self._saver.is_alive()):
-                return
-            self._saver = threading.Thread(target=_save_loop, args=(weakref.ref(self), self._stop),
-                                           name="memory-index-save", daemon=True)
-            self._saver.start()
+        if self.saver is not None:
+            self.saver.start()
 
     def _reload_rows(self) -> int:
         return max(INLINE_MAX_ROWS, int(len(self.cache) * RELOAD_SHARE))
@@ -294,18 +254,9 @@ class CacheSync:
         names = pinned.schema.names
         schema = pa.schema([pinned.schema.field(c) for c in self.cache.row_columns if c in names])
         batches = pinned.to_batches(columns=self.cache.load_columns(names), batch_size=RELOAD_BATCH_ROWS)
-        if self.cache.load(version, batches, schema, pinned.count_rows()):
-            self._save_due = True
+        if self.cache.load(version, batches, schema, pinned.count_rows()) and self.saver is not None:
+            self.saver.due = True  # a restart finds it instead of loading the table again
 
-
-def _save_loop(ref: weakref.ref[CacheSync], stop: threading.Event) -> None:
-    """The saving thread: holds its ``CacheSync`` only while saving, so a store dropped unclosed is freed."""
-    while not stop.wait(SAVE_CHECK_S):
-        sync = ref()
-        if sync is None:
-            return
-        sync.save_if_due()
-        del sync
 
 
 def _open_dataset(table: Any, storage_options: dict[str, str]) -> Any | None:

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,11 @@ INDEX_DIR = ".memory-mcp-index"
 FILE_NAME = "index.bin"
 #: Below this many rows a load from the table takes a fraction of a second: no file is kept.
 SAVE_MIN_ROWS = 10_000
+#: How often the saving thread looks whether a save is due. A changed cache is saved at most every
+#: ``SAVE_INTERVAL_S`` (a save writes every vector: seconds at a million rows), right after a load from
+#: the table, and at shutdown.
+SAVE_CHECK_S = 10.0
+SAVE_INTERVAL_S = 300.0
 
 
 def index_path(table_uri: str) -> Path | None:
@@ -151,6 +159,71 @@ class SavedIndex:
         logger.info("vector index saved: %d rows at version %d, %.0f MB in %.1fs", saved.n, saved.version,
                     size / 2**20, self.last_save_s)
         return True
+
+
+class Saver:
+    """Saves ``saved``'s cache on a thread of its own now and then, and at ``close``."""
+
+    def __init__(self, saved: SavedIndex, dataset: Callable[[], Any], current: Callable[[], int]) -> None:
+        self.saved = saved
+        self._dataset = dataset  # the table now (another may replace a dropped one)
+        self._current = current
+        self.due = False  # loaded from the table: save at the next check
+        self._saved_at = time.monotonic()
+        self._lock = threading.Lock()  # one save at a time
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def save(self) -> bool:
+        """Save now if the cache changed since the last save (blocking)."""
+        dataset = self._dataset()
+        if dataset is None:
+            return False
+        with self._lock:
+            self._current()  # a table made anew is noticed (and the cache invalidated) before the export
+            done = self.saved.save(dataset, lambda: self._current() >= 0)
+            if done or self.saved.cache.version == self.saved.saved_version:
+                self.due, self._saved_at = False, time.monotonic()
+            return done
+
+    def save_if_due(self) -> None:
+        cache = self.saved.cache
+        if cache.version is None or cache.version == self.saved.saved_version:
+            return
+        if self.due or time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+            try:
+                self.save()
+            except Exception:  # noqa: BLE001 - the next check retries; a restart loads from the table
+                logger.exception("could not save the vector index")
+
+    def start(self) -> None:
+        with self._lock:
+            if self._stop.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=_save_loop, args=(weakref.ref(self), self._stop),
+                                            name="memory-index-save", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread and save a changed cache (at shutdown; blocking)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+        try:
+            self.save()
+        except Exception:  # noqa: BLE001 - shutdown goes on; the next start loads from the table
+            logger.exception("could not save the vector index at shutdown")
+
+
+def _save_loop(ref: weakref.ref[Saver], stop: threading.Event) -> None:
+    """The saving thread: holds its ``Saver`` only while saving, so a store dropped unclosed is freed."""
+    while not stop.wait(SAVE_CHECK_S):
+        saver = ref()
+        if saver is None:
+            return
+        saver.save_if_due()
+        del saver
 
 
 def identity(uri: str, version: int, pinned: Any, row_columns: list[str]) -> dict[str, Any] | None:
