@@ -17,7 +17,9 @@ the vector cache from the table, and saving its index), stops cleanly, and start
 - ``recall p50/p99``: REST ``vector-search`` once ready (embedding the query included);
 - ``numpy p50``: an exact float32 scan (``q . M^T`` and a top-10 partial sort) over the same vectors in
   this process, and ``ratio`` = recall p50 / numpy p50;
-- ``RSS MB``: the server and its children (the local model's process) once the recalls are done.
+- ``RSS MB``: the server and its children (the local model's process) once the recalls are done; the
+  JSON also splits the server's into anonymous memory and mapped file pages (the restored index is
+  mapped: those pages count in RSS but are the page cache's, which the kernel may reclaim).
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def measure(db_path: Path, provider: str, vectors: np.ndarray, queries: int, log
         ready, during = asyncio.run(_start(server.url, texts, spawned))
         recall = asyncio.run(_recall_ms(server.url, texts))
         main_mb, children_mb = server.rss_parts_mb()
+        split = _rss_split(server.pid)
     scan = numpy_scan_ms(vectors, random_unit_vectors(queries + 2, vectors.shape[1], seed=7))
     return {
         "rows": len(vectors), "first_ready_s": round(first_ready, 2), "ready_s": round(ready, 2),
@@ -141,8 +144,19 @@ def measure(db_path: Path, provider: str, vectors: np.ndarray, queries: int, log
         "slowest_recall_while_starting_ms": round(max(during) * 1000, 1) if during else None,
         "recall_p50_ms": recall["p50_ms"], "recall_p99_ms": recall["p99_ms"],
         "numpy_p50_ms": scan["p50_ms"], "ratio_to_numpy": round(recall["p50_ms"] / scan["p50_ms"], 3),
-        "server_rss_mb": round(main_mb), "model_rss_mb": round(children_mb), "rss_mb": round(main_mb + children_mb),
+        "server_rss_mb": round(main_mb), **split, "model_rss_mb": round(children_mb),
+        "rss_mb": round(main_mb + children_mb),
     }
+
+
+def _rss_split(pid: int) -> dict[str, int]:
+    """The server's resident anonymous memory and mapped file pages, in MB (Linux)."""
+    fields = {"RssAnon:": "server_anon_mb", "RssFile:": "server_file_mb"}
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {fields[p[0]]: round(int(p[1]) / 1024) for p in (line.split() for line in lines) if p and p[0] in fields}
 
 
 def main(argv: list[str] | None = None) -> int:
