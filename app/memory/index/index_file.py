@@ -245,14 +245,14 @@ def read(path: Path) -> Loaded:
 def _read(fd: int) -> Loaded:
     header = _header(fd)
     n, d, sections = int(header["rows"]), int(header["dimension"]), header["sections"]
-    mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ) if n else None
+    mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ)  # never empty: it holds at least the magic and header
 
     def array(name: str, dtype: type[np.generic], shape: tuple[int, ...], *, check: bool = True) -> np.ndarray:
         where = sections.get(name)
         count = int(np.prod(shape))
         if where is None or where["length"] != count * np.dtype(dtype).itemsize:
             raise IndexFileError(f"section {name} has the wrong size")
-        if mapped is None:
+        if count == 0:
             return np.zeros(shape, dtype=dtype)
         data = np.frombuffer(mapped, dtype=dtype, count=count, offset=where["offset"]).reshape(shape)
         if check and _crc(data) != where["crc32"]:
@@ -279,11 +279,9 @@ def _read(fd: int) -> Loaded:
     return loaded
 
 
-def _rows(mapped: mmap.mmap | None, where: dict[str, int] | None) -> pa.Table:
+def _rows(mapped: mmap.mmap, where: dict[str, int] | None) -> pa.Table:
     if where is None:
         raise IndexFileError("no row columns")
-    if mapped is None:
-        return pa.table({})
     view = memoryview(mapped)[where["offset"] : where["offset"] + where["length"]]
     if zlib.crc32(view) != where["crc32"]:
         raise IndexFileError("section rows checksum mismatch")
