@@ -20,9 +20,10 @@ def _cache(rows: int, version: int = 5) -> tuple[VectorCache, np.ndarray]:
     vectors = np.random.default_rng(rows).standard_normal((rows, DIMENSION)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     batch = pa.RecordBatch.from_pydict({
-        "id": [f"m{i}" for i in range(rows)], "text": [f"text {i}" for i in range(rows)],
-        "scope": [("global", "agent:a", None)[i % 3] for i in range(rows)],
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION)})
+        "id": pa.array([f"m{i}" for i in range(rows)], pa.string()),
+        "text": pa.array([f"text {i}" for i in range(rows)], pa.string()),
+        "scope": pa.array([("global", "agent:a", None)[i % 3] for i in range(rows)], pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), pa.float32()), DIMENSION)})
     cache = VectorCache(DIMENSION, COLUMNS)
     cache.load(version, [batch] if rows else [], pa.schema([batch.schema.field(c) for c in COLUMNS]), rows)
     return cache, vectors
