@@ -18,6 +18,8 @@ A file is written under a temporary name in the same directory, flushed to disk 
 the old one: a reader sees the old file or the new one, whole, never a part. ``read`` checks the
 header and every small section; the two large ones (``codes``, ``exact``: gigabytes at a million
 rows, seconds to checksum) are checked by ``verify_large`` after the cache is already answering.
+Checksums are computed from ``pread``s, not through the mapping: pages only read for a checksum stay
+in the page cache and out of the process's resident set until a search touches them.
 """
 
 from __future__ import annotations
@@ -254,10 +256,9 @@ def _read(fd: int) -> Loaded:
             raise IndexFileError(f"section {name} has the wrong size")
         if count == 0:
             return np.zeros(shape, dtype=dtype)
-        data = np.frombuffer(mapped, dtype=dtype, count=count, offset=where["offset"]).reshape(shape)
-        if check and _crc(data) != where["crc32"]:
+        if check and _file_crc(fd, where["offset"], where["length"]) != where["crc32"]:
             raise IndexFileError(f"section {name} checksum mismatch")
-        return data
+        return np.frombuffer(mapped, dtype=dtype, count=count, offset=where["offset"]).reshape(shape)
 
     rank = header.get("bounds_rank")
     loaded = Loaded(
@@ -267,7 +268,7 @@ def _read(fd: int) -> Loaded:
         alive=array("alive", np.uint8, (n,)).astype(bool),
         scope_codes=array("scope_codes", np.int32, (n,)).copy(),
         scopes=list(header["scopes"]),
-        rows=_rows(mapped, sections.get("rows")),
+        rows=_rows(fd, mapped, sections.get("rows")),
         exact=BaseRows(fd, int(sections["exact"]["offset"]), n),
         basis=array("basis", np.float32, (d, int(rank))) if rank is not None else None,
         bounds=array("bounds", np.float32, (n, int(rank) + 1)) if rank is not None else None,
@@ -279,12 +280,12 @@ def _read(fd: int) -> Loaded:
     return loaded
 
 
-def _rows(mapped: mmap.mmap, where: dict[str, int] | None) -> pa.Table:
+def _rows(fd: int, mapped: mmap.mmap, where: dict[str, int] | None) -> pa.Table:
     if where is None:
         raise IndexFileError("no row columns")
-    view = memoryview(mapped)[where["offset"] : where["offset"] + where["length"]]
-    if zlib.crc32(view) != where["crc32"]:
+    if _file_crc(fd, where["offset"], where["length"]) != where["crc32"]:
         raise IndexFileError("section rows checksum mismatch")
+    view = memoryview(mapped)[where["offset"] : where["offset"] + where["length"]]
     try:
         return pa.ipc.open_stream(pa.py_buffer(view)).read_all()
     except pa.ArrowException as exc:
@@ -313,6 +314,3 @@ def _file_crc(fd: int, offset: int, length: int) -> int:
         crc, done = zlib.crc32(chunk, crc), done + len(chunk)
     return crc
 
-
-def _crc(data: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B")) if data.size else 0
