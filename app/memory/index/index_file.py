@@ -29,6 +29,7 @@ import mmap
 import os
 import struct
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ MAGIC = b"MMCPIDX1"
 FORMAT = 1
 ALIGN = 4096
 TAIL = struct.Struct("<QI8s")  # header length, header CRC-32, MAGIC
+#: A temporary file this old is left over by a process killed while saving (another may be saving now).
+STALE_TEMP_S = 3_600
 EXACT_CHUNK_ROWS = 16_384  # exact rows copied at a time when saving (32 MB at 512-d)
 CHECK_CHUNK_BYTES = 64 * 2**20
 
@@ -108,6 +111,7 @@ def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
         OSError: the directory cannot be written (the old file, if any, stays as it was).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(path)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -120,6 +124,16 @@ def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
         raise
     _fsync_dir(path.parent)
     return size
+
+
+def _remove_stale_temps(path: Path) -> None:
+    cutoff = time.time() - STALE_TEMP_S
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if temp.stat().st_mtime < cutoff:
+                temp.unlink()
+        except OSError:
+            pass
 
 
 def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:

@@ -144,3 +144,15 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
         index_file.write(path, exported[0], {"table": "t"})
     assert path.read_bytes() == before
     assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_temporary_file_left_by_a_killed_save_is_removed_once_stale(tmp_path: Path) -> None:
+    cache, _ = _cache(50)
+    path = _saved(tmp_path, cache)
+    stale, fresh = path.parent / f".{path.name}.old.tmp", path.parent / f".{path.name}.busy.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"y")  # another process's save in progress
+    old = stale.stat().st_mtime - index_file.STALE_TEMP_S - 10
+    os.utime(stale, (old, old))
+    _saved(tmp_path, cache)
+    assert not stale.exists() and fresh.exists()
