@@ -31,7 +31,7 @@ import struct
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -157,7 +157,7 @@ def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
     if saved.basis is not None and saved.bounds is not None:
         section("basis", lambda: [np.ascontiguousarray(saved.basis, dtype=np.float32)])
         section("bounds", lambda: _block_rows(saved.bounds or [], n))
-    section("rows", lambda: [_ipc_bytes(saved.rows)])
+    section("rows", lambda: _ipc_parts(saved.rows))
     section("exact", lambda: (np.ascontiguousarray(saved.rows_at(np.arange(s, min(n, s + EXACT_CHUNK_ROWS))),
                                                    dtype=np.float32) for s in range(0, n, EXACT_CHUNK_ROWS)))
     header = {"format": FORMAT, "version": saved.version, "rows": n, "dimension": d, "identity": identity,
@@ -182,11 +182,39 @@ def _block_rows(blocks: Sequence[np.ndarray], n: int) -> list[np.ndarray]:
     return parts
 
 
-def _ipc_bytes(table: pa.Table) -> memoryview:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return memoryview(sink.getvalue())
+class _Parts:
+    """A write-only file for pyarrow that keeps what is written until taken (``take``)."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        self.written += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.written
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> list[bytes]:
+        parts, self.parts = self.parts, []
+        return parts
+
+
+def _ipc_parts(table: pa.Table) -> Iterator[bytes]:
+    """``table`` as an Arrow IPC stream, a record batch at a time: never a second copy of it all in memory."""
+    parts = _Parts()
+    with pa.ipc.new_stream(pa.PythonFile(parts, mode="w"), table.schema) as writer:
+        for batch in table.to_batches():
+            writer.write_batch(batch)
+            yield from parts.take()
+    yield from parts.take()
 
 
 def _pad(out: IO[bytes]) -> None:
