@@ -4,7 +4,10 @@ and never from a file that is not this table's as it is now."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import lancedb
 import numpy as np
@@ -199,3 +202,31 @@ def test_a_small_table_keeps_no_index(make_settings: SettingsFactory, monkeypatc
     assert store.sync is not None
     store.sync.close()
     assert not _index(make_settings().db_path).exists()
+
+
+def test_a_search_during_the_restore_waits_for_it_instead_of_scanning_lancedb(
+        make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, db_path = _saved_store(make_settings)
+    entered, release = threading.Event(), threading.Event()
+    restore = saved_index.SavedIndex.restore
+
+    def held(self: saved_index.SavedIndex, *args: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return restore(self, *args)
+
+    monkeypatch.setattr(saved_index.SavedIndex, "restore", held)
+    store = Store.open(make_settings(embedding_dimensions=64), EMBEDDER, load_cache=False)
+    assert entered.wait(30) and store.batcher is not None
+    scans: list[object] = []
+    monkeypatch.setattr(store, "lancedb_search", lambda *args, **kwargs: scans.append(args) or [])
+    found: list[list[dict[str, Any]]] = []
+    search = threading.Thread(target=lambda: found.append(store.vector_search(_vectors(1, 4)[0], None, 5)))
+    search.start()
+    deadline = time.monotonic() + 30
+    while store.batcher.batches == 0 and time.monotonic() < deadline:  # the search thread has it
+        time.sleep(0.01)
+    release.set()
+    search.join(30)
+    assert not scans and len(found[0]) == 5
+    assert store.sync is not None and store.sync.saved is not None and store.sync.saved.restores == 1
