@@ -191,6 +191,7 @@ class Settings(BaseSettings):
     write_batch_max: int = Field(default=256, ge=1)
     compact_every_commits: int = Field(default=64, ge=1)
     lock_timeout_s: float = Field(default=30.0, gt=0)
+    commit_deadline_s: float = Field(default=5.0, gt=0)  # past it a write answers 503 store_busy
     vector_cache: bool = True
     rank_lexical_weight: float | None = Field(default=None, ge=0.0, le=10.0)
     rank_keyword_pool_max_rows: int = Field(default=20_000, ge=0)

@@ -27,25 +27,29 @@ minutes, the way agents write: the first write after each quiet spell rewrote th
 row, and pruned the versions the quiet spell had left, including the one that was the newest a moment
 before, which another process might still be reading.
 
-On object storage (team mode) every instance writes the table, and each tail merge or compaction runs
-only under the compaction lease (``lease``): an instance that cannot take it skips that round, whose
-fragments the holder's rewrite takes in as well.
+The writer only decides when; the tail merges and compactions run in their own thread
+(``housekeeping``), so no write waits for one on object storage, where they run under the compaction
+lease (an instance that cannot take it skips that round, whose fragments the holder's rewrite takes in
+as well). On a local table they still take the write lock, which the writer's commits wait for.
+
+Every write has a deadline (``commit_deadline_s`` from its submission): one still queued past it is
+dropped and answered 503 ``store_busy`` with Retry-After; one being committed stops retrying past it
+(``commits.deadline``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import threading
-from collections.abc import Callable
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app import heap
 from app.errors import AppError, Unavailable
 from app.memory.errors import StoreBusy
-from app.memory.store import connection
-from app.memory.store.lease import CompactionLease
+from app.memory.store import commits
+from app.memory.store.housekeeping import Housekeeper
 from app.memory.store.table import Store
 from app.settings import Settings
 
@@ -64,6 +68,8 @@ class _Op:
     rows: list[dict[str, Any]] = field(default_factory=list)
     memory_id: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None  # time.monotonic() by which it must have landed
+    started: bool = False  # handed to a commit: no longer dropped at its deadline
 
 
 class Writer:
@@ -72,8 +78,7 @@ class Writer:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self._lease: CompactionLease | None = None  # object storage only; opened in a worker thread
-        self._lease_guard = threading.Lock()
+        self.housekeeper = Housekeeper(store, settings)
         self.batch_max = settings.write_batch_max
         self.compact_every = settings.compact_every_commits
         self._queue: asyncio.Queue[_Op] = asyncio.Queue(maxsize=settings.write_queue_max)
@@ -85,9 +90,22 @@ class Writer:
         self._commits_since_merge = 0
         self._rows_since_merge = 0
         self.commits = 0
-        self.compactions = 0
-        self.tail_merges = 0
-        self.skipped_for_lease = 0  # rewrites left to the instance holding the compaction lease
+
+    @property
+    def compactions(self) -> int:
+        return self.housekeeper.compactions
+
+    @property
+    def tail_merges(self) -> int:
+        return self.housekeeper.tail_merges
+
+    @property
+    def skipped_for_lease(self) -> int:
+        return self.housekeeper.skipped_for_lease
+
+    async def housekeeping_idle(self, timeout_s: float = 60.0) -> bool:
+        """Wait until no tail merge or compaction is asked for or running; False on timeout."""
+        return await asyncio.to_thread(self.housekeeper.wait_idle, timeout_s)
 
     @property
     def alive(self) -> bool:
@@ -98,17 +116,21 @@ class Writer:
         return self._queue.qsize()
 
     def start(self) -> None:
+        self.housekeeper.start()
         self._task = asyncio.create_task(self._run(), name="memory-writer")
         self._task.add_done_callback(_log_crash)
 
     async def close(self) -> None:
-        """Refuse new work, finish everything queued, then stop."""
+        """Refuse new work, finish everything queued and the rewrite under way, then stop."""
         if self._task is None:
             return
         if not self._closing:
             self._closing = True
             await self._queue.put(_Op("stop", asyncio.get_running_loop().create_future()))
-        await asyncio.shield(self._task)
+        try:
+            await asyncio.shield(self._task)
+        finally:
+            await asyncio.to_thread(self.housekeeper.close)
 
     async def add(self, rows: list[dict[str, Any]]) -> list[str]:
         """Append rows; returns their final ids once committed.
@@ -135,12 +157,19 @@ class Writer:
             raise Unavailable("the memory store is shutting down; retry shortly", code="store_closing")
         if self._task.done():  # never queue work nobody will take: the writer died (logged below)
             raise Unavailable("the memory writer stopped; restart the server", code="store_error")
+        op.deadline = time.monotonic() + self.settings.commit_deadline_s
         try:
             self._queue.put_nowait(op)
         except asyncio.QueueFull:
             raise StoreBusy("the memory store is busy (write queue full); retry", retry_after_s=1) from None
         # shield: a caller that goes away must not cancel a write already queued for commit.
-        return await asyncio.shield(op.future)
+        try:
+            return await asyncio.wait_for(asyncio.shield(op.future), self.settings.commit_deadline_s)
+        except TimeoutError:
+            if op.started:  # its commit may still land: never report it failed (commits.deadline)
+                return await asyncio.shield(op.future)
+            op.future.cancel()  # still queued: the writer skips it, so nothing is written
+            raise commits.past_deadline("a write waiting in the queue") from None
 
     async def _run(self) -> None:
         pending: _Op | None = None
@@ -152,6 +181,8 @@ class Writer:
                 continue
             if op.kind == "stop":
                 break
+            if op.future.done():  # dropped at its deadline while queued
+                continue
             if op.kind == "add":
                 batch, pending = self._gather_adds(op)
                 await self._commit_adds(batch)
@@ -161,6 +192,7 @@ class Writer:
                 self._count_rows(1 if op.kind == "update" else 0)  # an update rewrites its row at the end
                 self._rows_since_compact += op.kind == "delete"  # deleted rows are reclaimed by compacting
             self.commits += 1
+            self.housekeeper.wrote()
             self._commits_since_compact += 1
             self._commits_since_merge += 1
             if await self._compaction_due():
@@ -197,6 +229,8 @@ class Writer:
         batch, rows = [first], len(first.rows)
         while rows < self.batch_max and not self._queue.empty():
             nxt = self._queue.get_nowait()
+            if nxt.future.done() and nxt.kind != "stop":  # dropped at its deadline while queued
+                continue
             if nxt.kind != "add" or rows + len(nxt.rows) > self.batch_max:
                 return batch, nxt
             batch.append(nxt)
@@ -206,7 +240,8 @@ class Writer:
     async def _commit_adds(self, batch: list[_Op]) -> None:
         rows = [row for op in batch for row in op.rows]
         try:
-            await asyncio.to_thread(self.store.add, rows)
+            with _started(batch):
+                await asyncio.to_thread(self.store.add, rows)
         except Exception as exc:  # noqa: BLE001 - reported to every caller of the batch
             error = _as_app_error(exc, "add")
             for op in batch:
@@ -217,55 +252,38 @@ class Writer:
 
     async def _commit_one(self, op: _Op) -> None:
         try:
-            if op.kind == "update":
-                result = await asyncio.to_thread(self.store.update, op.memory_id, op.values)
-            else:
-                result = await asyncio.to_thread(self.store.delete, op.memory_id)
+            with _started([op]):
+                if op.kind == "update":
+                    result = await asyncio.to_thread(self.store.update, op.memory_id, op.values)
+                else:
+                    result = await asyncio.to_thread(self.store.delete, op.memory_id)
         except Exception as exc:  # noqa: BLE001 - reported to the caller
             _fail(op, _as_app_error(exc, op.kind))
             return
         _resolve(op, result)
 
     async def _merge_tail(self) -> None:
+        """Ask the housekeeping thread to merge the fragments the commits since the last merge left."""
         rows, self._rows_since_merge, self._commits_since_merge = self._rows_since_merge, 0, 0
-        try:
-            if not await asyncio.to_thread(self._under_lease, lambda: self.store.merge_tail(rows)):
-                return
-            self.tail_merges += 1
-            await asyncio.to_thread(heap.release_free_memory)  # the merge's join buffers
-        except Exception:  # noqa: BLE001 - housekeeping too: the next full compaction merges them anyway
-            logger.exception("merging the newest fragments failed; the next compaction merges them")
+        self.housekeeper.request_merge(rows)
 
     async def _compact(self) -> None:
+        """Ask the housekeeping thread to compact the table (it runs while the writer goes on)."""
         self._commits_since_compact = 0
         self._rows_since_compact = 0
         self._commits_since_merge = 0
         self._rows_since_merge = 0
         self._table_rows = None
-        try:
-            if not await asyncio.to_thread(self._under_lease, self.store.optimize):
-                return
-            self.compactions += 1
-            await asyncio.to_thread(heap.release_free_memory)  # a compaction reads the whole table
-        except Exception:  # noqa: BLE001 - compaction is housekeeping; writes go on without it
-            logger.exception("compacting the memory table failed; will retry later")
+        self.housekeeper.request_compaction()
 
-    def _under_lease(self, rewrite: Callable[[], object]) -> bool:
-        """Run a tail merge or compaction (blocking); on object storage only while holding the compaction
-        lease. Returns whether it ran."""
-        if not self.settings.on_object_store:
-            rewrite()
-            return True
-        with self._lease_guard:
-            if self._lease is None:
-                self._lease = CompactionLease(connection.connect(self.settings), self.settings.table)
-            lease = self._lease
-        with lease.held() as mine:
-            if not mine:
-                self.skipped_for_lease += 1
-                return False
-            rewrite()
-            return True
+
+def _started(ops: list[_Op]) -> contextlib.AbstractContextManager[None]:
+    """Mark ``ops`` as handed to a commit, and give the commit the latest of their deadlines (the batch
+    is one commit: an op near its deadline must not fail the fresh ones it was batched with)."""
+    for op in ops:
+        op.started = True
+    deadlines = [op.deadline for op in ops if op.deadline is not None]
+    return commits.deadline(max(deadlines) if deadlines else None)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:
