@@ -85,7 +85,9 @@ class Housekeeper:
         self.settings = settings
         self.team = settings.on_object_store
         self._cond = threading.Condition()
-        self._merge_rows = 0
+        self._rows_written = 0  # rows our commits added or rewrote at the end, since start
+        self._merge_from = 0  # where in that count the tail to merge begins
+        self._missed_from: int | None = None  # a merge that commits overtook may have missed rows from here
         self._merge_wanted = False
         self._compact_wanted = False
         self._prune_wanted = False
@@ -115,9 +117,13 @@ class Housekeeper:
             self._thread.join(timeout_s)
 
     def request_merge(self, rows: int) -> None:
-        """Merge the fragments of the last ``rows`` rows soon (never blocks)."""
+        """Merge the fragments of the last ``rows`` rows soon, and of those written until it runs
+        (never blocks)."""
         with self._cond:
-            self._merge_rows += rows
+            if not self._merge_wanted:
+                self._merge_from = self._rows_written - rows
+                if self._missed_from is not None:
+                    self._merge_from, self._missed_from = min(self._merge_from, self._missed_from), None
             self._merge_wanted = True
             self._cond.notify_all()
 
@@ -127,10 +133,12 @@ class Housekeeper:
             self._compact_wanted = True
             self._cond.notify_all()
 
-    def wrote(self) -> None:
-        """A commit landed: on object storage, prune when writes stop (never blocks)."""
-        if self.team:
-            with self._cond:
+    def wrote(self, rows: int) -> None:
+        """A commit added or rewrote ``rows`` rows at the end; on object storage, prune when writes stop
+        (never blocks)."""
+        with self._cond:
+            self._rows_written += rows
+            if self.team:
                 self._prune_wanted = True
                 self._cond.notify_all()  # restarts the idle wait: prune once writes stop
 
@@ -152,16 +160,21 @@ class Housekeeper:
                 if self._stopping:
                     self._cond.notify_all()
                     return
-                compact, merge, rows = self._compact_wanted, self._merge_wanted, self._merge_rows
+                compact, merge = self._compact_wanted, self._merge_wanted
+                written, start = self._rows_written, self._merge_from
+
                 if idle:  # writes stopped with versions to prune: once; ``_prune`` asks again if some stay
                     self._prune_wanted = False
                 self._compact_wanted = self._merge_wanted = False
-                self._merge_rows = 0
                 self._busy = True
             try:
-                self._round("compact" if compact else "merge" if merge else "prune", rows)
+                # A merge takes the last rows of the table as it finds it; rows committed meanwhile push
+                # the oldest of this tail out of its reach, so the next merge reaches back for them too.
+                self._round("compact" if compact else "merge" if merge else "prune", written - start)
             finally:
                 with self._cond:
+                    if merge and not compact and self._rows_written != written:
+                        self._missed_from = start
                     self._busy = False
                     self._cond.notify_all()
 

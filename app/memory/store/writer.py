@@ -186,13 +186,14 @@ class Writer:
             if op.kind == "add":
                 batch, pending = self._gather_adds(op)
                 await self._commit_adds(batch)
-                self._count_rows(sum(len(o.rows) for o in batch))
+                rows = sum(len(o.rows) for o in batch)
             else:
                 await self._commit_one(op)
-                self._count_rows(1 if op.kind == "update" else 0)  # an update rewrites its row at the end
+                rows = 1 if op.kind == "update" else 0  # an update rewrites its row at the end
                 self._rows_since_compact += op.kind == "delete"  # deleted rows are reclaimed by compacting
+            self._count_rows(rows)
             self.commits += 1
-            self.housekeeper.wrote()
+            self.housekeeper.wrote(rows)
             self._commits_since_compact += 1
             self._commits_since_merge += 1
             if await self._compaction_due():

@@ -138,6 +138,7 @@ async def test_the_writer_compacts_every_n_commits(make_settings: SettingsFactor
     async with MemoryService.open(make_settings(compact_every_commits=4)) as service:
         for i in range(9):
             await service.remember(f"sequential {i}")
+        assert await service.writer.housekeeping_idle()  # compactions run in their own thread
         assert service.writer.compactions >= 2
         fragments = service.store.table.stats()["fragment_stats"]["num_fragments"]
     assert fragments <= 2

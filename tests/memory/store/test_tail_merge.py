@@ -74,6 +74,7 @@ async def test_the_writer_merges_the_tail_every_few_commits_between_compactions(
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         for i in range(10):
             await service.remember(f"sequential memory {i}")
+        assert await service.writer.housekeeping_idle()  # merges run in their own thread
         assert service.writer.tail_merges == 2 and service.writer.compactions == 0
         assert _fragments(service.store) <= 4  # 10 commits: 2 merged tails + 2 new fragments
         assert service.store.count() == 10
@@ -92,6 +93,7 @@ async def test_quiet_spells_merge_the_tail_instead_of_rewriting_the_table(
 
         async def merge_then_tell() -> None:
             await merge()
+            assert await writer.housekeeping_idle()  # the merge runs in its own thread
             merged.set()
 
         monkeypatch.setattr(writer, "_merge_tail", merge_then_tell)
