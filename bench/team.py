@@ -170,8 +170,15 @@ async def team_load(urls: list[str], clients: int, remembers: int) -> dict[str, 
 
 
 def versions(uri: str, endpoint: str) -> int:
+    """The versions the table keeps (a listing that a prune running meanwhile can break: then again)."""
     table = lancedb.connect(uri, storage_options=storage_options(endpoint)).open_table("memories")
-    return len(table.list_versions())
+    for attempt in range(10):
+        try:
+            return len(table.list_versions())
+        except RuntimeError:  # a manifest listed, then pruned before it was read
+            if attempt == 9:
+                raise
+    raise AssertionError("unreachable")
 
 
 async def settled_versions(uri: str, endpoint: str, settle_s: float, bound: int) -> tuple[int, float]:

@@ -17,7 +17,7 @@ How commits still order correctly:
   append and a compaction both land, each rebased on the other; a real conflict (a delete of a row the
   rewrite moved) is retried (``commits.locked_with_retry``). The vector cache is not told: it takes the
   rewrite in like any other instance's (``cache_sync``). Then the holder prunes old versions by number
-  (``retention.versions_to_prune``), and, when writes have stopped, prunes once more after
+  (``retention.first_kept_seen``), and, when writes have stopped, prunes once more after
   ``PRUNE_IDLE_S`` so a quiet team keeps at most ``retention.MAX_VERSIONS_KEPT`` versions.
 """
 
@@ -96,6 +96,7 @@ class Housekeeper:
         self._thread: threading.Thread | None = None
         self._lease: CompactionLease | None = None
         self._own: _OwnHandle | None = None
+        self._pruned_below = 1  # versions before it were pruned by this instance (or never existed)
         self.sightings = retention.Sightings()
         # Test hook: called in this thread just before each rewrite ("merge" or "compact").
         self.before_rewrite: Callable[[str], None] | None = None
@@ -229,14 +230,16 @@ class Housekeeper:
                 self._prune(own)
 
     def _prune(self, own: _OwnHandle) -> None:
-        listed = [int(v["version"]) for v in own.table.list_versions()]
-        doomed = retention.versions_to_prune(listed, self.sightings, OLD_VERSIONS_KEPT)
-        if doomed:
-            own.table.to_lance().cleanup_old_versions(versions=doomed)
+        """Prune by number the versions before the oldest kept (``retention``): no listing of
+        ``_versions/`` (a read of every manifest); numbers already gone are skipped by Lance."""
+        newest = own.version()
+        first = retention.first_kept_seen(newest, self.sightings, OLD_VERSIONS_KEPT)
+        if first > self._pruned_below:
+            own.table.to_lance().cleanup_old_versions(versions=list(range(self._pruned_below, first)))
+            self._pruned_below = first
             self.prunes += 1
-        still = len(listed) - len(doomed)
         with self._cond:  # more than the bound left (too young to go yet): prune again when idle
-            self._prune_wanted = still > retention.MAX_VERSIONS_KEPT
+            self._prune_wanted = newest - max(first, 1) + 1 > retention.MAX_VERSIONS_KEPT
 
     def _team_handles(self) -> tuple[CompactionLease, _OwnHandle]:
         if self._lease is None or self._own is None:

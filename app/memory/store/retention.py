@@ -24,7 +24,7 @@ cannot prune a version a reader still needs:
   are not used at all. The instance itself notes, by its own monotonic clock, which version was the
   newest when it looked (``Sightings``); a version older than the one it saw as newest ``keep`` ago
   was superseded before that moment, whatever any clock says. The versions to prune are then named to
-  Lance by number (``versions_to_prune``), with no time cutoff. An instance that has not looked long
+  Lance by number (``first_kept_seen``), with no time cutoff. An instance that has not looked long
   enough (just started) prunes nothing yet.
 """
 
@@ -122,18 +122,13 @@ def prune_age(versions_dir: Path | None, keep: timedelta, *, table: Any | None =
     return timedelta(seconds=max(0.0, now - created[first])) + margin
 
 
-def versions_to_prune(listed: list[int], sightings: Sightings, keep: timedelta,
-                      max_versions: int = MAX_VERSIONS_KEPT, grace: timedelta = READER_GRACE,
-                      now: float | None = None) -> list[int]:
-    """Of the versions ``listed`` in the store, those a prune may remove (by number; never the newest).
-    Notes the newest listed as seen now first."""
-    if not listed:
-        return []
-    newest = max(listed)
-    sightings.saw(newest, now)
+def first_kept_seen(newest: int, sightings: Sightings, keep: timedelta, max_versions: int = MAX_VERSIONS_KEPT,
+                    grace: timedelta = READER_GRACE, now: float | None = None) -> int:
+    """The oldest version to keep on object storage, ``newest`` being the table's newest now (noted in
+    ``sightings`` first); every version before it may be pruned, named by number."""
     moment = time.monotonic() if now is None else now
-    first = oldest_kept(sightings, newest, moment, keep, max_versions, grace)
-    return sorted(v for v in listed if v < first)
+    sightings.saw(newest, moment)
+    return oldest_kept(sightings, newest, moment, keep, max_versions, grace)
 
 
 class Sightings:
