@@ -59,11 +59,40 @@ def test_versions_all_younger_than_the_window_give_the_window_plus_the_margin(tm
     assert retention.prune_age(versions, KEEP, now=NOW, margin=timedelta(seconds=5)) == KEEP + timedelta(seconds=5)
 
 
-def test_a_busy_table_keeps_exactly_the_window(tmp_path: Path) -> None:
+def test_a_busy_table_keeps_exactly_the_window_when_it_holds_fewer_versions_than_the_bound(tmp_path: Path) -> None:
     created = {v: 200.0 - v for v in range(1, 200)}  # one commit a second
-    age = retention.prune_age(_manifests(tmp_path / "_versions", created), KEEP, now=NOW, margin=NO_MARGIN)
+    age = retention.prune_age(_manifests(tmp_path / "_versions", created), KEEP, now=NOW, margin=NO_MARGIN,
+                              max_versions=1000)
     assert age == timedelta(seconds=120)
     assert min(set(created) - _pruned(created, age)) == 80  # the newest 120 s ago, and all after it
+
+
+def test_a_busy_table_keeps_at_most_the_newest_hundred_versions(tmp_path: Path) -> None:
+    created = {v: 200.0 - v for v in range(1, 200)}  # one commit a second: 120 versions in the window
+    age = retention.prune_age(_manifests(tmp_path / "_versions", created), KEEP, now=NOW, margin=NO_MARGIN)
+    kept = set(created) - _pruned(created, age)
+    assert len(kept) == retention.MAX_VERSIONS_KEPT == 100 and min(kept) == 100
+
+
+def test_beyond_the_bound_a_version_newest_within_the_reader_grace_is_kept(tmp_path: Path) -> None:
+    created = {v: 5.0 - v / 100 for v in range(1, 400)}  # 399 versions in the last 5 s
+    age = retention.prune_age(_manifests(tmp_path / "_versions", created), KEEP, now=NOW, margin=NO_MARGIN)
+    assert _pruned(created, age) == set()  # each was the newest less than READER_GRACE ago
+
+
+def test_on_object_storage_only_this_instances_own_sightings_decide_what_goes() -> None:
+    sightings = retention.Sightings()
+    assert retention.first_kept_seen(500, sightings, KEEP, now=1_000.0) == 0  # just started: prunes nothing
+    sightings.saw(600, now=1_010.0)
+    sightings.saw(900, now=1_100.0)
+    # At 1_125 the window began at 1_005: nothing seen that early, so by time nothing may go; beyond the
+    # newest 100 (of 1_000), the version seen newest 10 s ago (at 1_100: 900) and all after it stay.
+    assert retention.first_kept_seen(1_000, sightings, KEEP, now=1_125.0) == 900
+    # Much later by this clock alone: 1_000, noted as the newest at 1_125, was already the newest when
+    # the window began, so every version before it was superseded before the window and may go.
+    assert retention.first_kept_seen(1_000, sightings, KEEP, now=1_300.0) == 1_000
+    sightings.saw(10, now=1_400.0)  # an older version seen later says nothing new
+    assert sightings.newest_at(1_400.0) == 1_000
 
 
 def test_without_a_listing_only_the_window_and_margin_apply(tmp_path: Path) -> None:
