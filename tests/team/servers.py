@@ -7,6 +7,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import lancedb
 
@@ -40,8 +41,17 @@ def table(bucket: Bucket, name: str = "memories", prefix: str = "team") -> Any:
     return lancedb.connect(bucket.uri(prefix), storage_options=bucket.s3.storage_options()).open_table(name)
 
 
+BUSY_RETRIES = 20
+
+
 async def remember(http: httpx.AsyncClient, server: ServerProcess, text: str) -> str:
-    response = await http.post(f"{server.url}/api/lancedb/memories", json={"text": text})
+    """Remember as a client should: a 503 store_busy (past the write's deadline; nothing was written) is
+    retried after its Retry-After."""
+    for _ in range(BUSY_RETRIES):
+        response = await http.post(f"{server.url}/api/lancedb/memories", json={"text": text})
+        if response.status_code != 503 or response.json().get("code") != "store_busy":
+            break
+        await anyio.sleep(float(response.headers.get("Retry-After", "1")))  # the server's back-off, not a sync
     assert response.status_code == 200, response.text
     memory_id: str = response.json()["id"]
     return memory_id
