@@ -4,7 +4,7 @@ The plugin's ``category`` column holds one of six storage categories; its stats 
 know no others. Our tags live in the row's metadata (``tags``), and the column gets the category the
 first tag names (in the plugin's own vocabulary, its smart categories included), else ``other``, the
 plugin's default. Rows written by earlier memory-mcp versions hold the tags joined by commas in the
-column; they read as ``other`` with those tags until ``memory-mcp rewrite-table`` fixes the column.
+column; they read as ``other`` with those tags (an update of their tags writes the category).
 """
 
 from __future__ import annotations
