@@ -307,6 +307,36 @@ def check_kanban(path: Path) -> Check:
     return Check(name="kanban_db", status="ok", detail=f"{path} opens ({tasks} tasks, schema {version})")
 
 
+def check_kanban_postgres(url: str) -> Check:
+    """The board in PostgreSQL: it answers, and its schema is one this program knows (read only)."""
+    import psycopg
+
+    from app.kanban.postgres import CONNECT_TIMEOUT_S, SCHEMA_VERSION, redacted
+    from app.memory.store.diagnostics import Check
+
+    where = redacted(url)
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+            if not exists or not exists[0]:
+                return Check(name="kanban_db", status="ok", detail=f"{where} has no board yet; the server creates it")
+            row = conn.execute("SELECT version FROM schema_version").fetchone()
+            tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()
+    except psycopg.Error as exc:
+        return Check(name="kanban_db", status="fail", detail=f"{where} does not answer as the board: {_first(exc)}",
+                     fix="check that PostgreSQL runs and MEMORY_MCP_KANBAN_DB (host, database, user, password)")
+    version = int(row[0]) if row else 0
+    if version > SCHEMA_VERSION:
+        return Check(name="kanban_db", status="fail", detail=f"{where} has schema {version}, newer than this program",
+                     fix="upgrade memory-mcp")
+    return Check(name="kanban_db", status="ok",
+                 detail=f"{where} answers ({tasks[0] if tasks else 0} tasks, schema {version})")
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[Check]:
     from app.cli.client_configs import check_client_configs
     from app.memory.embeddings import create_embedder
@@ -331,7 +361,8 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         finally:
             await embedder.close()
     checks.append(embedder_check)
-    checks.append(check_kanban(settings.kanban_db_path))
+    url = settings.kanban_db_url
+    checks.append(check_kanban(settings.kanban_db_path) if url is None else check_kanban_postgres(url))
     checks += check_client_configs(_doctor_url(args, settings))
     return checks
 

@@ -17,7 +17,7 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--db", dest="db_path",
                        help="LanceDB directory or s3:// gs:// az:// URI (default ~/.openclaw/memory/lancedb-pro)")
     serve.add_argument("--provider", dest="embedding_provider", help="embedding provider (default local)")
-    serve.add_argument("--kanban-db", dest="kanban_db", help="kanban SQLite file")
+    serve.add_argument("--kanban-db", dest="kanban_db", help="the board: a SQLite file, or a postgresql:// URL")
     serve.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback bind without a token (unsafe)"
     )

@@ -5,8 +5,9 @@ ones every API route has: the edge guard checks Host, Origin and the bearer toke
 EventSource cannot send that header, so the page reads the stream with ``fetch``.
 
 Changes are found by polling two markers that cost microseconds and see every writer, other
-processes included: the memory table's version (read off its ``_versions`` directory) and SQLite's
-``data_version`` for the board. One reading serves every open stream.
+processes included: the memory table's version (read off its ``_versions`` directory) and the board's
+change marker (SQLite's ``data_version``, or a counter every PostgreSQL write bumps). One reading serves
+every open stream.
 
 Wire format (``text/event-stream``)::
 

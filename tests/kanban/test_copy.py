@@ -89,3 +89,18 @@ def test_migrate_names_what_is_wrong_with_its_arguments(tmp_path: Path, postgres
     assert "--to must be a postgresql:// URL" in capsys.readouterr().err
     assert cli_main(["kanban", "migrate", "--from", str(tmp_path / "a"), "--to", "mysql://h/db"]) == 2
     assert "postgresql:// URL" in capsys.readouterr().err
+
+
+async def test_doctor_checks_the_board_in_postgresql_not_a_local_file(
+    make_settings: SettingsFactory, postgres_url: str
+) -> None:
+    from app.cli.data import check_kanban_postgres
+
+    empty = check_kanban_postgres(postgres_url)
+    assert empty.status == "ok" and "no board yet" in empty.detail
+    async with KanbanService.open(make_settings(kanban_db=postgres_url)) as kanban:
+        await kanban.create_task(title="checked by doctor", assignee="claude-code")
+    ready = check_kanban_postgres(postgres_url)
+    assert ready.status == "ok" and "(1 tasks, schema 2)" in ready.detail
+    gone = check_kanban_postgres(postgres_url.rsplit("/", 1)[0] + "/no_such_database")
+    assert gone.status == "fail" and "does not answer" in gone.detail and gone.fix
