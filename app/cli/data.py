@@ -300,11 +300,18 @@ def check_kanban(path: Path) -> Check:
     except sqlite3.Error as exc:
         return Check(name="kanban_db", status="fail", detail=f"{path} does not open as the kanban db: {exc}",
                      fix="restore it from a backup, or move it away and let the server create a new one")
+    return _board_verdict(str(path), "opens", row, tasks, SCHEMA_VERSION)
+
+
+def _board_verdict(where: str, answers: str, row: Any, tasks: int, known: int) -> Check:
+    """A board that answered: fine unless its schema is newer than this program knows (``known``)."""
+    from app.memory.store.diagnostics import Check
+
     version = int(row[0]) if row else 0
-    if version > SCHEMA_VERSION:
-        return Check(name="kanban_db", status="fail", detail=f"{path} has schema {version}, newer than this program",
+    if version > known:
+        return Check(name="kanban_db", status="fail", detail=f"{where} has schema {version}, newer than this program",
                      fix="upgrade memory-mcp")
-    return Check(name="kanban_db", status="ok", detail=f"{path} opens ({tasks} tasks, schema {version})")
+    return Check(name="kanban_db", status="ok", detail=f"{where} {answers} ({tasks} tasks, schema {version})")
 
 
 def check_kanban_postgres(url: str) -> Check:
@@ -321,16 +328,11 @@ def check_kanban_postgres(url: str) -> Check:
             if not exists or not exists[0]:
                 return Check(name="kanban_db", status="ok", detail=f"{where} has no board yet; the server creates it")
             row = conn.execute("SELECT version FROM schema_version").fetchone()
-            tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()
+            counted = conn.execute("SELECT count(*) FROM tasks").fetchone()
     except psycopg.Error as exc:
         return Check(name="kanban_db", status="fail", detail=f"{where} does not answer as the board: {_first(exc)}",
                      fix="check that PostgreSQL runs and MEMORY_MCP_KANBAN_DB (host, database, user, password)")
-    version = int(row[0]) if row else 0
-    if version > SCHEMA_VERSION:
-        return Check(name="kanban_db", status="fail", detail=f"{where} has schema {version}, newer than this program",
-                     fix="upgrade memory-mcp")
-    return Check(name="kanban_db", status="ok",
-                 detail=f"{where} answers ({tasks[0] if tasks else 0} tasks, schema {version})")
+    return _board_verdict(where, "answers", row, int(counted[0]) if counted else 0, SCHEMA_VERSION)
 
 
 def _first(exc: BaseException) -> str:
