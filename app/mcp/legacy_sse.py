@@ -186,10 +186,11 @@ class LegacySseTransport:
         self._sessions[session_id] = session
 
     def _retire(self, session_id: UUID, owner: str | None) -> None:
-        """Forget an open session but remember for a while that it existed, and whose it was."""
+        """Forget an open session but remember for a while that it existed, and whose it was (from the first
+        sign of its close: a message that found the stream gone may retire it before the stream's handler)."""
         self._sessions.pop(session_id, None)
         now = time.monotonic()
-        self._closed[session_id] = (owner, now)
+        self._closed.setdefault(session_id, (owner, now))
         while self._closed:
             _, (_, closed_at) = next(iter(self._closed.items()))
             if len(self._closed) <= MAX_CLOSED_SESSIONS and now - closed_at <= CLOSED_SESSION_MEMORY_S:
@@ -269,6 +270,7 @@ class LegacySseTransport:
         elif status == 404:
             # The stream closed between our lookup and the SDK's: nothing ran, so answer in the body.
             logger.debug("legacy SSE message raced its stream's close: answered in the response body")
+            self._retire(session_id, principal(scope))
             await self._answer_in_body(scope, replay(body), send)
         else:
             text = b"".join(reply.get("body", b"") for reply in held[1:]).decode("utf-8", "replace")
