@@ -50,6 +50,10 @@ class ChangeMarkers:
                 self._read_at = time.monotonic()
             return self._last
 
+    async def fresh(self) -> Markers:
+        """Both markers read now, past the shared reading (to tell whether a reader is up to date)."""
+        return Markers(await self._read(self._memory_version), await self._read(self._board_version))
+
     async def _memory_version(self) -> int:
         store = self._services.memory.store
         return await asyncio.to_thread(store.probe.current)

@@ -123,6 +123,7 @@ async def _open_services(stack: AsyncExitStack, app: FastAPI, settings: Settings
     front_end: ModuleType = await asyncio.to_thread(importlib.import_module, "app.mcp.front_end")
     mcp_front = front_end.McpFrontEnd(services, settings, markers)
     mcp_front.install(app)
+    app.state.mcp = mcp_front
     await stack.enter_async_context(mcp_front.run())
     startup.done("mcp")
     heap = await asyncio.to_thread(importlib.import_module, "app.heap")

@@ -57,7 +57,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from app.changes import ChangeMarkers
+from app.changes import ChangeMarkers, Markers
 from app.container import Services
 from app.errors import AppError, NotFound
 from app.mcp import resources
@@ -117,6 +117,7 @@ class Live:
         self._jobs: dict[str, str] = {}
         self._embedder_ready: bool | None = None
         self._since_ms = time.time_ns() // 1_000_000
+        self.seen: Markers | None = None  # the markers of the last round the watcher finished
 
     @property
     def listeners(self) -> int:
@@ -125,6 +126,10 @@ class Live:
     @property
     def watched(self) -> set[str]:
         return set(self._watched)
+
+    async def settled(self) -> bool:
+        """Whether the watcher has handled every change made so far (its notifications are sent)."""
+        return self.seen is not None and self.seen == await self._markers.fresh()
 
     # --- every request passes here (a ServerMiddleware) ------------------------------------------
 
@@ -232,6 +237,7 @@ class Live:
         try:
             last = await self._markers.markers()
             await self._guarded(self._baseline)
+            self.seen = last
             while True:
                 await asyncio.sleep(self._markers.poll_interval_s)
                 now = await self._markers.markers()
@@ -240,7 +246,7 @@ class Live:
                 if now.memories is not None and now.memories != last.memories:
                     await self._guarded(self._memories_moved)
                 await self._guarded(self._embedder_moved)
-                last = now
+                last = self.seen = now
         finally:
             announce.cancel()
 

@@ -26,7 +26,7 @@ from mcp_types import (
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.kanban.support import write_job_script
-from tests.mcp.clients import sse_session, streamable_session
+from tests.mcp.clients import poll_until, sse_session, streamable_session
 from tests.support.server import LiveServer, run_server
 
 Connect = Callable[..., AbstractAsyncContextManager[Client]]
@@ -85,6 +85,22 @@ async def set_level(client: Client, level: LoggingLevel) -> None:
         await client.set_logging_level(level)
 
 
+async def settle(server: LiveServer) -> None:
+    """Wait until the server's watcher has handled every change so far, so no notification is on its way.
+
+    A client that connects after this hears of nothing made before; one that closes after this and a round
+    trip has read everything sent to it (the SDK's SSE client raises when a message lands as it closes).
+    """
+    live = server.app.state.mcp.live
+    await poll_until(lambda: server.on_server_loop(live.settled()), bool, within_s=15.0)
+
+
+async def finish(server: LiveServer, *clients: Client) -> None:
+    await settle(server)
+    for client in clients:
+        await client.list_prompts()  # on the SSE stream, after every notification already sent
+
+
 def rest(server: LiveServer, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=server.url, headers=headers or {}, timeout=30)
 
@@ -107,13 +123,16 @@ def note_on(http: httpx.AsyncClient, task_id: str) -> Nudge:
 @TRANSPORTS
 async def test_a_subscriber_hears_of_a_task_changed_through_rest(live_server: LiveServer, connect: Connect) -> None:
     inbox = Inbox()
-    async with rest(live_server) as http, connect(live_server.url, message_handler=inbox, cache=None) as client:
+    async with rest(live_server) as http:
         task_id = await new_task(http, "Watched task")
-        uri = f"task://{task_id}"
-        await subscribe(client, uri)
-        await inbox.until(lambda: uri in inbox.updated(), nudge=note_on(http, task_id))
-        text = (await client.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
-        assert "rest: progress" in text
+        await settle(live_server)
+        async with connect(live_server.url, message_handler=inbox, cache=None) as client:
+            uri = f"task://{task_id}"
+            await subscribe(client, uri)
+            await inbox.until(lambda: uri in inbox.updated(), nudge=note_on(http, task_id))
+            text = (await client.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+            assert "rest: progress" in text
+            await finish(live_server, client)
 
 
 @TRANSPORTS
@@ -129,55 +148,72 @@ async def test_cards_and_memories_appearing_or_going_change_the_list(live_server
         await inbox.until(lambda: inbox.list_changes() > 0, nudge=create)
         listed = {resource.uri for resource in (await client.list_resources()).resources}
         assert f"task://{created[0]}" in listed
+        await finish(live_server, client)
+        seen = inbox.list_changes()
         stored = await http.post("/api/lancedb/memories", json={"text": "a memory that comes and goes"})
         memory_id = stored.json()["id"]
-        seen = inbox.list_changes()
         await inbox.until(lambda: inbox.list_changes() > seen)
+        await finish(live_server, client)
         seen = inbox.list_changes()
         assert (await http.delete(f"/api/lancedb/memories/{memory_id}")).status_code in (200, 204)
         await inbox.until(lambda: inbox.list_changes() > seen)
         listed = {resource.uri for resource in (await client.list_resources()).resources}
         assert f"memory://{memory_id}" not in listed
+        await finish(live_server, client)
 
 
 async def test_only_what_is_subscribed_and_changed_is_announced(live_server: LiveServer) -> None:
     inbox = Inbox()
-    async with rest(live_server) as http, sse_session(live_server.url, message_handler=inbox, cache=None) as client:
+    async with rest(live_server) as http:
         quiet, loud = await new_task(http, "Unsubscribed again"), await new_task(http, "Still subscribed")
-        for uri in (f"task://{quiet}", f"task://{loud}", "board://current"):
-            await subscribe(client, uri)
-        await unsubscribe(client, f"task://{quiet}")
-        await note_on(http, quiet)()
-        await note_on(http, loud)()  # after the other: its notification cannot come first
-        await inbox.until(lambda: f"task://{loud}" in inbox.updated())
-        # A note changes the card's text, not the board's (which lists titles): neither the board nor
-        # the unsubscribed task is announced.
-        assert inbox.updated() == [f"task://{loud}"]
-        moved = await http.post(f"/api/kanban/tasks/{loud}/move", json={"to_status": "running"})
-        assert moved.status_code == 200, moved.text
-        await inbox.until(lambda: "board://current" in inbox.updated())
+        await settle(live_server)
+        async with sse_session(live_server.url, message_handler=inbox, cache=None) as client:
+            await watch_two_hear_one(live_server, http, client, inbox, quiet, loud)
+
+
+async def watch_two_hear_one(server: LiveServer, http: httpx.AsyncClient, client: Client, inbox: Inbox,
+                             quiet: str, loud: str) -> None:
+    for uri in (f"task://{quiet}", f"task://{loud}", "board://current"):
+        await subscribe(client, uri)
+    await unsubscribe(client, f"task://{quiet}")
+    await note_on(http, quiet)()
+    await note_on(http, loud)()  # after the other: its notification cannot come first
+    await inbox.until(lambda: f"task://{loud}" in inbox.updated())
+    # A note changes the card's text, not the board's (which lists titles): neither the board nor
+    # the unsubscribed task is announced.
+    assert inbox.updated() == [f"task://{loud}"]
+    moved = await http.post(f"/api/kanban/tasks/{loud}/move", json={"to_status": "running"})
+    assert moved.status_code == 200, moved.text
+    await inbox.until(lambda: "board://current" in inbox.updated())
+    await finish(server, client)
 
 
 async def test_a_memory_subscriber_hears_of_a_rest_edit(live_server: LiveServer) -> None:
     inbox = Inbox()
-    async with rest(live_server) as http, sse_session(live_server.url, message_handler=inbox, cache=None) as client:
+    async with rest(live_server) as http:
         memory_id = (await http.post("/api/lancedb/memories", json={"text": "the port is 3002"})).json()["id"]
-        uri = f"memory://{memory_id}"
-        await subscribe(client, uri)
-        edited = await http.patch(f"/api/lancedb/memories/{memory_id}", json={"text": "the port is 3003"})
-        assert edited.status_code == 200, edited.text
-        await inbox.until(lambda: uri in inbox.updated())
-        assert "the port is 3003" in (await client.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+        await settle(live_server)
+        async with sse_session(live_server.url, message_handler=inbox, cache=None) as client:
+            uri = f"memory://{memory_id}"
+            await subscribe(client, uri)
+            edited = await http.patch(f"/api/lancedb/memories/{memory_id}", json={"text": "the port is 3003"})
+            assert edited.status_code == 200, edited.text
+            await inbox.until(lambda: uri in inbox.updated())
+            assert "the port is 3003" in (await client.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+            await finish(live_server, client)
 
 
 async def test_a_change_made_on_another_instance_reaches_a_subscriber(settings: Settings) -> None:
     inbox = Inbox()
     with run_server(settings) as watched, run_server(settings) as other:
-        async with rest(other) as http, sse_session(watched.url, message_handler=inbox, cache=None) as client:
+        async with rest(other) as http:
             task_id = await new_task(http, "Changed elsewhere")
-            await subscribe(client, f"task://{task_id}")
-            await note_on(http, task_id)()
-            await inbox.until(lambda: f"task://{task_id}" in inbox.updated())
+            await settle(watched)
+            async with sse_session(watched.url, message_handler=inbox, cache=None) as client:
+                await subscribe(client, f"task://{task_id}")
+                await note_on(http, task_id)()
+                await inbox.until(lambda: f"task://{task_id}" in inbox.updated())
+                await finish(watched, client)
 
 
 @pytest.fixture
@@ -188,24 +224,27 @@ def job_settings(make_settings: SettingsFactory, tmp_path: Path) -> Settings:
 async def test_a_finished_job_is_logged_at_the_level_each_client_asked_for(job_settings: Settings) -> None:
     told, quiet = Inbox(), Inbox()
     with run_server(job_settings) as server:
-        async with rest(server) as http, sse_session(server.url, message_handler=told) as default_level, \
-                sse_session(server.url, message_handler=quiet, cache=None) as errors_only:
-            await default_level.list_tools()
-            await set_level(errors_only, "error")
-            task_id = await new_task(http, "Run the job for me")
-            await subscribe(errors_only, f"task://{task_id}")
-            started = await http.post("/api/kanban/jobs", json={"task_id": task_id, "wait_s": 30})
-            assert started.status_code in (200, 201, 202), started.text
-            job = started.json()
-            await told.until(lambda: any(log.get("job_id") == job["id"] for log in told.logs()))
-            [log] = [log for log in told.logs() if log.get("job_id") == job["id"]]
-            assert log == {"level": "notice", "event": "job_ended", "message": f"job {job['id']} for {task_id} "
-                           "succeeded (exit 0)", "job_id": job["id"], "task_id": task_id, "status": "succeeded",
-                           "exit_code": 0}
-            # The job ended before this note was written, so a log for it would have come first.
-            await note_on(http, task_id)()
-            await quiet.until(lambda: f"task://{task_id}" in quiet.updated())
-            assert quiet.logs() == []
+        async with rest(server) as http:
+            job_task, watched_task = await new_task(http, "Run the job for me"), await new_task(http, "Watched")
+            await settle(server)
+            async with sse_session(server.url, message_handler=told) as default_level, \
+                    sse_session(server.url, message_handler=quiet, cache=None) as errors_only:
+                await default_level.list_tools()
+                await set_level(errors_only, "error")
+                await subscribe(errors_only, f"task://{watched_task}")
+                started = await http.post("/api/kanban/jobs", json={"task_id": job_task, "wait_s": 30})
+                assert started.status_code in (200, 201, 202), started.text
+                job = started.json()
+                await told.until(lambda: any(log.get("job_id") == job["id"] for log in told.logs()))
+                [log] = [log for log in told.logs() if log.get("job_id") == job["id"]]
+                assert log == {"level": "notice", "event": "job_ended", "message": f"job {job['id']} for "
+                               f"{job_task} succeeded (exit 0)", "job_id": job["id"], "task_id": job_task,
+                               "status": "succeeded", "exit_code": 0}
+                # The job ended before this note was written, so a log for it would have come first.
+                await note_on(http, watched_task)()
+                await quiet.until(lambda: f"task://{watched_task}" in quiet.updated())
+                assert quiet.logs() == []
+                await finish(server, default_level, errors_only)
 
 
 async def test_stateless_mode_refuses_subscriptions_but_listen_streams_work(make_settings: SettingsFactory) -> None:
