@@ -19,7 +19,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -29,6 +28,7 @@ from app.container import Services
 from app.mcp import completion, live, prompts, resources, tools_kanban, tools_memory
 from app.mcp.arguments import ToolServer
 from app.mcp.legacy_sse import LegacySseTransport
+from app.mcp.listeners import ListenBus
 from app.mcp.streamable_sessions import StreamableSessions
 from app.settings import Settings
 
@@ -105,7 +105,7 @@ def build(services: Services, markers: ChangeMarkers) -> tuple[ToolServer, live.
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    bus = InMemorySubscriptionBus()  # the 2026-07-28 listen streams; ``Live`` publishes on it too
+    bus = ListenBus()  # the 2026-07-28 listen streams; ``Live`` publishes on it too
     server = ToolServer("memory-mcp", version="0.1.0", instructions=INSTRUCTIONS, subscriptions=bus)
     # MCPServer() calls logging.basicConfig(); undo it so app logs are not printed twice by a root handler.
     root.handlers[:] = handlers

@@ -17,8 +17,11 @@ Two protocol eras, one watcher:
 - 2026-07-28 (``subscriptions/listen``): the same events go to the SDK's subscription bus, which
   delivers them on each listen stream; that works in stateless mode too, since the stream is the answer.
 
-Log notifications (``notifications/message``, at or above the level a connection set, ``notice`` until it
-sets one) say what a person would want to know: a job ended, the model and the vector index finished
+Nothing is sent unasked: ``list_changed`` goes to a connection that listed the resources or subscribed,
+log notifications (``notifications/message``) only at or above the level a connection set with
+``logging/setLevel``. While no connection or listen stream wants anything, the watcher does not even read
+the markers (on object storage each reading is a LIST request). Log notifications say what a person would
+want to know: a job ended, the model and the vector index finished
 loading, the embedding provider went away or came back. They carry ids and states, never a memory's
 text, a job's arguments or output, nor any setting.
 """
@@ -30,15 +33,14 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionBus
+from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -55,57 +57,36 @@ from mcp_types import (
     SubscribeRequestParams,
     UnsubscribeRequestParams,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.changes import ChangeMarkers, Markers
 from app.container import Services
 from app.errors import AppError, NotFound
 from app.mcp import resources
 from app.mcp.arguments import ToolServer
+from app.mcp.listeners import (
+    LEVELS,
+    MAX_SUBSCRIPTIONS,
+    ListenBus,
+    Listener,
+    connection_of,
+    honest_capabilities,
+    listen_uris,
+    standing_channel,
+)
 from app.memory import listing
 
 logger = logging.getLogger(__name__)
 
-LEVELS: tuple[LoggingLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-DEFAULT_LEVEL: LoggingLevel = "notice"
-MAX_SUBSCRIPTIONS = 256  # per connection
 MAX_WATCHED = 4096  # distinct URIs, all connections and listen streams together
 SEND_TIMEOUT_S = 5.0  # a client that stops reading its stream is dropped rather than stall the others
 RECENT_JOBS = 20
 MISSING = "missing"
 
 
-def connection_of(session: ServerSession) -> Connection | None:
-    """The connection behind a request's session proxy.
-
-    SDK 2.3 hands lowlevel handlers and middleware the per-request ``ServerSession``, which keeps its
-    ``Connection`` (the standing channel, the exit stack that runs when the client goes) private; the
-    newer ``Context`` exposes it publicly. The subscription tests (tests/mcp/test_live_notifications.py) fail
-    if an SDK release moves it.
-    """
-    connection = getattr(session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
-
-
-def standing_channel(connection: Connection | None) -> bool:
-    """Whether the server can reach this client later, outside any request of its own."""
-    return (connection is not None and connection.has_standalone_channel
-            and connection.protocol_version not in MODERN_PROTOCOL_VERSIONS)
-
-
-@dataclass
-class Listener:
-    """A handshake-era connection that can be told things: its session, subscriptions and log level."""
-
-    session: ServerSession
-    uris: set[str] = field(default_factory=set)
-    level: int = LEVELS.index(DEFAULT_LEVEL)
-
-
 class Live:
     """The middleware that meets every connection, the subscription methods, and the watcher task."""
 
-    def __init__(self, services: Services, markers: ChangeMarkers, bus: SubscriptionBus) -> None:
+    def __init__(self, services: Services, markers: ChangeMarkers, bus: ListenBus) -> None:
         self._services = services
         self._markers = markers
         self._bus = bus
@@ -118,6 +99,8 @@ class Live:
         self._embedder_ready: bool | None = None
         self._since_ms = time.time_ns() // 1_000_000
         self.seen: Markers | None = None  # the markers of the last round the watcher finished
+        self._last: Markers | None = None
+        self._awake = False
 
     @property
     def listeners(self) -> int:
@@ -128,8 +111,24 @@ class Live:
         return set(self._watched)
 
     async def settled(self) -> bool:
-        """Whether the watcher has handled every change made so far (its notifications are sent)."""
-        return self.seen is not None and self.seen == await self._markers.fresh()
+        """Whether the watcher has handled every change made so far (its notifications are sent), or nobody
+        wants to hear of any."""
+        if not self._wanted():
+            return True
+        return self._awake and self.seen is not None and self.seen == await self._markers.fresh()
+
+    def _wanted(self) -> bool:
+        return bool(self._watched) or self._bus.listening > 0 or any(
+            listener.interested for listener in self._listeners.values())
+
+    async def _wake(self) -> None:
+        """Start watching from the state of now, before answering the request that asked for it."""
+        if self._awake:
+            return
+        self._awake = True
+        now = await self._markers.fresh()
+        await self._guarded(self._baseline)
+        self._last = self.seen = now
 
     # --- every request passes here (a ServerMiddleware) ------------------------------------------
 
@@ -137,9 +136,13 @@ class Live:
         connection = connection_of(ctx.session)
         if standing_channel(connection):
             assert connection is not None  # noqa: S101 - standing_channel checked it
-            self._listener(connection, ctx.session)
+            listener = self._listener(connection, ctx.session)
+            if ctx.method == "resources/list":
+                listener.lists = True
+                await self._wake()
         if ctx.method == "subscriptions/listen":
-            uris = _listen_uris(ctx.params)
+            uris = listen_uris(ctx.params)
+            await self._wake()
             await self._watch(uris)
             try:
                 return await call_next(ctx)
@@ -147,7 +150,7 @@ class Live:
                 self._unwatch(uris)
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
-            _honest_capabilities(result, standing_channel(connection))
+            honest_capabilities(result, standing_channel(connection))
         return result
 
     def _listener(self, connection: Connection, session: ServerSession) -> Listener:
@@ -177,6 +180,7 @@ class Live:
             if len(listener.uris) >= MAX_SUBSCRIPTIONS:
                 raise MCPError(INVALID_PARAMS, f"too_many_subscriptions: at most {MAX_SUBSCRIPTIONS} a connection; "
                                "unsubscribe from some first")
+            await self._wake()
             await self._watch([params.uri])
             listener.uris.add(params.uri)
         return EmptyResult()
@@ -194,6 +198,7 @@ class Live:
         connection = connection_of(ctx.session)
         if connection is not None and standing_channel(connection):
             self._listener(connection, ctx.session).level = LEVELS.index(params.level)
+            await self._wake()
         return EmptyResult()
 
     # --- what is watched ---------------------------------------------------------------------
@@ -235,18 +240,19 @@ class Live:
         """Follow the markers until cancelled; one failed round is logged and the next one tries again."""
         announce = asyncio.create_task(self._announce_loaded())
         try:
-            last = await self._markers.markers()
-            await self._guarded(self._baseline)
-            self.seen = last
             while True:
                 await asyncio.sleep(self._markers.poll_interval_s)
-                now = await self._markers.markers()
-                if now.board is not None and now.board != last.board:
+                if not self._wanted():
+                    self._awake = False
+                    continue
+                await self._wake()  # a listen stream without URIs wakes it here
+                now, last = await self._markers.markers(), self._last
+                if last is not None and now.board is not None and now.board != last.board:
                     await self._guarded(self._board_moved)
-                if now.memories is not None and now.memories != last.memories:
+                if last is not None and now.memories is not None and now.memories != last.memories:
                     await self._guarded(self._memories_moved)
                 await self._guarded(self._embedder_moved)
-                last = self.seen = now
+                self._last = self.seen = now
         finally:
             announce.cancel()
 
@@ -340,7 +346,8 @@ class Live:
         await self._bus.publish(ResourceUpdated(uri=uri))
 
     async def _list_changed(self) -> None:
-        await self._send(list(self._listeners), ResourceListChangedNotification())
+        await self._send([c for c, listener in self._listeners.items() if listener.lists or listener.uris],
+                         ResourceListChangedNotification())
         await self._bus.publish(ResourcesListChanged())
 
     async def log(self, level: LoggingLevel, data: dict[str, Any]) -> None:
@@ -348,7 +355,8 @@ class Live:
         rank = LEVELS.index(level)
         note = LoggingMessageNotification(params=LoggingMessageNotificationParams(level=level, data=data,
                                                                                   logger="memory-mcp"))
-        await self._send([c for c, listener in self._listeners.items() if rank >= listener.level], note)
+        await self._send([c for c, listener in self._listeners.items()
+                          if listener.level is not None and rank >= listener.level], note)
 
     async def _send(self, connections: list[Connection], note: ServerNotification) -> None:
         await asyncio.gather(*(self._send_one(connection, note) for connection in connections))
@@ -380,17 +388,3 @@ def _check_uri(uri: str) -> None:
         resources.parse(uri)
     except AppError as exc:
         raise MCPError(INVALID_PARAMS, f"{exc.code}: {exc.message}") from exc
-
-
-def _listen_uris(params: Any) -> list[str]:
-    notifications = params.get("notifications") if isinstance(params, Mapping) else None
-    uris = notifications.get("resourceSubscriptions") if isinstance(notifications, Mapping) else None
-    return [uri for uri in uris if isinstance(uri, str)][:MAX_SUBSCRIPTIONS] if isinstance(uris, list) else []
-
-
-def _honest_capabilities(result: dict[str, Any], reachable: bool) -> None:
-    """Advertise list changes and subscriptions only to a client the server can reach later."""
-    capabilities = result.get("capabilities")
-    if isinstance(capabilities, dict) and isinstance(capabilities.get("resources"), dict):
-        capabilities["resources"]["subscribe"] = reachable
-        capabilities["resources"]["listChanged"] = reachable

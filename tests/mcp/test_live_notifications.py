@@ -145,6 +145,7 @@ async def test_cards_and_memories_appearing_or_going_change_the_list(live_server
         async def create() -> None:
             created.append(await new_task(http, f"appearing {len(created)}"))
 
+        await client.list_resources()  # a client that listed them wants to know when the list changes
         await inbox.until(lambda: inbox.list_changes() > 0, nudge=create)
         listed = {resource.uri for resource in (await client.list_resources()).resources}
         assert f"task://{created[0]}" in listed
@@ -203,6 +204,20 @@ async def test_a_memory_subscriber_hears_of_a_rest_edit(live_server: LiveServer)
             await finish(live_server, client)
 
 
+async def test_a_client_that_only_calls_tools_is_sent_nothing(live_server: LiveServer) -> None:
+    tools_only, witness = Inbox(), Inbox()
+    async with rest(live_server) as http, \
+            sse_session(live_server.url, message_handler=tools_only, cache=None) as caller, \
+            sse_session(live_server.url, message_handler=witness, cache=None) as lister:
+        await caller.call_tool("recall", {"query": "anything"})
+        await lister.list_resources()
+        await new_task(http, "Seen by the lister only")
+        await http.post("/api/lancedb/memories", json={"text": "also seen by the lister only"})
+        await witness.until(lambda: witness.list_changes() > 0)
+        await finish(live_server, caller, lister)
+        assert tools_only.messages == []
+
+
 async def test_a_change_made_on_another_instance_reaches_a_subscriber(settings: Settings) -> None:
     inbox = Inbox()
     with run_server(settings) as watched, run_server(settings) as other:
@@ -227,9 +242,9 @@ async def test_a_finished_job_is_logged_at_the_level_each_client_asked_for(job_s
         async with rest(server) as http:
             job_task, watched_task = await new_task(http, "Run the job for me"), await new_task(http, "Watched")
             await settle(server)
-            async with sse_session(server.url, message_handler=told) as default_level, \
+            async with sse_session(server.url, message_handler=told) as info, \
                     sse_session(server.url, message_handler=quiet, cache=None) as errors_only:
-                await default_level.list_tools()
+                await set_level(info, "info")
                 await set_level(errors_only, "error")
                 await subscribe(errors_only, f"task://{watched_task}")
                 started = await http.post("/api/kanban/jobs", json={"task_id": job_task, "wait_s": 30})
@@ -244,7 +259,7 @@ async def test_a_finished_job_is_logged_at_the_level_each_client_asked_for(job_s
                 await note_on(http, watched_task)()
                 await quiet.until(lambda: f"task://{watched_task}" in quiet.updated())
                 assert quiet.logs() == []
-                await finish(server, default_level, errors_only)
+                await finish(server, info, errors_only)
 
 
 async def test_stateless_mode_refuses_subscriptions_but_listen_streams_work(make_settings: SettingsFactory) -> None:
