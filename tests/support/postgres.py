@@ -81,21 +81,35 @@ def temporary_postgres() -> Iterator[PostgresServer]:
     initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
     started = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="memory-mcp-pg-"))
-    data, port = directory / "data", free_port()
+    data = directory / "data"
     try:
         _give_to_server_user(directory)
         _run([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"],
              "initdb")
-        options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        _run([pg_ctl, "-D", str(data), "-l", str(directory / "server.log"), "-o", options, "-w", "-t",
-              str(START_TIMEOUT_S), "start"], "pg_ctl start")
+        port = _start(pg_ctl, directory)
         yield PostgresServer(port=port, directory=directory, start_s=time.monotonic() - started)
     finally:
         if (data / "postmaster.pid").exists():
             subprocess.run(_as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
                            capture_output=True, timeout=START_TIMEOUT_S, check=False)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start(pg_ctl: str, directory: Path, attempts: int = 3) -> int:
+    """Start the server on a free port; a port another test worker took in the meantime means another try."""
+    for attempt in range(attempts):
+        port = free_port()
+        options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        try:
+            _run([pg_ctl, "-D", str(directory / "data"), "-l", str(directory / "server.log"), "-o", options, "-w",
+                  "-t", str(START_TIMEOUT_S), "start"], "pg_ctl start")
+        except PostgresUnavailable:
+            if attempt == attempts - 1:
+                raise
+            continue
+        return port
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="session")
