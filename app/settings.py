@@ -148,9 +148,9 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     embedding_deadline_s: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     embedding_max_retries: int = Field(default=2, ge=0, le=100)
-    # Remote providers: this many failed calls in a row open the breaker (calls fail at once) until a
-    # background probe, every cooldown, gets an answer.
-    embedding_breaker_failures: int = Field(default=5, ge=1, le=MAX_COUNT)
+    # Remote providers: this many failed calls in a row open the breaker (calls waiting and new ones fail at
+    # once, recall uses keywords) until a background probe, every cooldown, gets an answer.
+    embedding_breaker_failures: int = Field(default=1, ge=1, le=MAX_COUNT)
     embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0, le=MAX_SECONDS)
     # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback):
     # 1 s leaves the keyword search and the transport room to answer within 2 s from the first call.
