@@ -351,7 +351,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         embedder = None
         embedder_check = Check(name="embedder", status="fail", detail=str(exc),
                                fix="install the package or choose another MEMORY_MCP_EMBEDDING_PROVIDER")
-    checks += diagnostics.check_table(settings, embedder)
+    checks += diagnostics.check_table(settings, embedder, full=args.full)
     checks.append(diagnostics.check_lock(settings.db_path))
     checks.append(await asyncio.to_thread(check_server, _doctor_url(args, settings)))
     if embedder is not None:
@@ -451,6 +451,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     _embedder_options(doctor)
     doctor.add_argument("--url", help="server URL to probe (default MEMORY_MCP_URL, else host:port from settings)")
     doctor.add_argument("--compact", action="store_true", help="compact the table's fragments first")
+    doctor.add_argument("--full", action="store_true",
+                        help="check every row, not the first 10,000 (slow on a large table)")
     doctor.add_argument("--fix", action="store_true",
                         help="repair what is safe first: a stale write lock, an earlier version's lock directory")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
