@@ -26,18 +26,26 @@ Check = Callable[[Settings], str | None]
 
 
 def _usable_directory(path: Path) -> str | None:
-    """None when ``path`` is (or can be made) a directory this process can write in, else why not."""
-    if path.exists() and not path.is_dir():
-        return f"{path} exists and is not a directory"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create the directory {path} ({exc.strerror or exc})"
-    try:
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        return f"cannot write in {path} ({exc.strerror or exc})"
+    """None when ``path`` is a directory this process can write in, or one it could create; else why not.
+
+    Nothing is created: a start refused later (a busy port) leaves no trace behind.
+    """
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} exists and is not a directory"
+        try:
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as exc:
+            return f"cannot write in {path} ({exc.strerror or exc})"
+        return None
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot create the directory {path}: {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot create the directory {path}: {ancestor} is not writable by this user"
     return None
 
 
