@@ -1,9 +1,18 @@
-"""Claude Code hook latency: ``memory-mcp hook recall`` answering a hit, as Claude Code runs it.
+"""Claude Code hooks: ``memory-mcp hook recall``'s latency as Claude Code runs it, and its floor's two rates.
 
 ```
-.venv/bin/python -m bench.hooks                  # hash embedder, 20 runs
+.venv/bin/python -m bench.hooks                  # latency: hash embedder, 20 runs
 .venv/bin/python -m bench.hooks --provider local --runs 10
+.venv/bin/python -m bench.hooks --floor          # the floor: local model, the bilingual set
 ```
+
+``--floor`` remembers the bilingual set's 120 notes, recalls as the hook does (top 5) and applies the
+hook's own rule (:func:`app.cli.hook_floor.shown`) at each floor: ``keep`` is the share of queries whose
+right note came first and is shown; ``silent`` the share of the 60 off-topic prompts
+(``bench/data/offtopic_prompts.jsonl``: cooking, travel, sport, in English and both Chinese scripts)
+for which the hook prints nothing. The default floor must keep >= 90 % and stay silent >= 90 %.
+
+Without ``--floor``:
 
 Starts ``memory-mcp serve`` on a temporary directory, remembers one note, then runs the hook ``--runs``
 times as a fresh process with a prompt that finds it. Printed, p50 / p95 / max in ms:
@@ -27,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from app.cli.hook_floor import DEFAULT_MIN_SCORE, shown
 from bench.common import latency_summary_ms, machine_info, print_table, write_json
 from bench.startup import _env, _free_port, _spawn, _stop, _timed_start
 
@@ -40,11 +50,75 @@ def _timed(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[fl
     return time.perf_counter() - started, done.stdout
 
 
+FLOORS = (0.10, 0.12, 0.14, 0.15, 0.16, 0.17, 0.18, 0.20, 0.25, 0.30)
+OFFTOPIC = Path(__file__).resolve().parent / "data" / "offtopic_prompts.jsonl"
+
+
+Views = list[tuple[str, list[dict[str, Any]]]]  # (prompt, the hits the hook is given)
+
+
+async def _floor_hits(provider: str) -> tuple[Views, Views]:
+    """The hook's view (top 5) for queries whose right note came first, and for the off-topic prompts."""
+    from app.memory.embeddings.registry import create_embedder
+    from app.memory.service import MemoryService
+    from app.settings import Settings
+    from bench.bilingual_data import load
+    from bench.vcache import CachingEmbedder
+
+    data = load()
+    offtopic = [json.loads(line)["text"] for line in OFFTOPIC.read_text(encoding="utf-8").splitlines() if line]
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
+        settings = Settings(db_path=Path(tmp) / "lancedb", kanban_db=Path(tmp) / "kanban.sqlite3",
+                            embedding_provider=provider)
+        embedder = CachingEmbedder(create_embedder(settings))
+        async with MemoryService.open(settings, embedder=embedder) as service:
+            to_set_id = {}
+            for memory in data.memories:
+                to_set_id[(await service.remember(memory.text, scope="custom:floor")).memory_id] = memory.id
+
+            async def view(prompt: str) -> list[dict[str, Any]]:
+                found = await service.recall(prompt, top_k=5, scope="custom:floor")
+                return [{"id": to_set_id.get(hit.id), "text": hit.text, "score": hit.score} for hit in found.hits]
+
+            right_first = []
+            for query in data.queries:
+                hits = await view(query.text)
+                if hits and hits[0]["id"] in query.relevant:
+                    right_first.append((query.text, hits))
+            unrelated = [(prompt, await view(prompt)) for prompt in offtopic]
+        await embedder.close()
+    return right_first, unrelated
+
+
+def floor_rates(provider: str) -> dict[str, Any]:
+    """Keep and silent rates of the hook's rule at each floor (see the module docstring)."""
+    import asyncio
+
+    right_first, unrelated = asyncio.run(_floor_hits(provider))
+    rows = []
+    for floor in sorted({*FLOORS, DEFAULT_MIN_SCORE}):
+        keep = sum(hits[0] in shown(prompt, hits, floor) for prompt, hits in right_first) / len(right_first)
+        silent = sum(not shown(prompt, hits, floor) for prompt, hits in unrelated) / len(unrelated)
+        marker = "default" if floor == DEFAULT_MIN_SCORE else ""
+        rows.append([floor, round(100 * keep, 1), round(100 * silent, 1), marker])
+    print_table(f"hook floor, provider {provider}: {len(right_first)} queries with the right note first, "
+                f"{len(unrelated)} off-topic prompts", ["floor", "keep %", "silent %", ""], rows)
+    result = {"machine": machine_info(), "provider": provider, "default": DEFAULT_MIN_SCORE,
+              "right_first": len(right_first), "offtopic": len(unrelated),
+              "rows": [dict(zip(["floor", "keep_pct", "silent_pct"], row[:3], strict=True)) for row in rows]}
+    write_json("hooks_floor", result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--provider", default="hash")
+    parser.add_argument("--provider", default=None, help="embedding provider (latency: hash; --floor: local)")
+    parser.add_argument("--floor", action="store_true", help="measure the floor's keep and silent rates instead")
     args = parser.parse_args(argv)
+    if args.floor:
+        return floor_rates(args.provider or "local")
+    args.provider = args.provider or "hash"
     checkout = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
         port = _free_port()

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -79,3 +80,16 @@ def test_the_readme_lists_every_task_status_and_tool_with_the_job_s_id_field() -
     tool_rows = README.split("## MCP tools", 1)[1].split("\n\n", 2)[1]
     assert set(re.findall(r"^\| `([a-z_]+)` \|", tool_rows, flags=re.M)) == tools
     assert "`trigger_job` | `task_id?, args?, wait?` | `{id, status" in README and "id" in Job.model_fields
+
+
+def test_the_readmes_raw_legacy_sse_client_runs_as_printed_and_prints_the_recalled_memory(
+    live_server: LiveServer,
+) -> None:
+    [snippet] = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    stored = httpx.post(f"{live_server.url}/api/lancedb/memories", json={"text": "MCP 記憶 is shared by every agent"})
+    assert stored.status_code == 200, stored.text
+    done = subprocess.run([sys.executable, "-c", snippet.replace(EXAMPLE_BASE, live_server.url)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    recalled = json.loads(done.stdout)
+    assert recalled["memories"][0]["memory_id"] == stored.json()["id"]

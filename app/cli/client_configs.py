@@ -189,8 +189,11 @@ def check_entry(entry: Entry, server: str, token: str | None) -> Check:
     if not problems:
         return Check(name="client_config", status="ok", detail=f"{entry.where}: {entry.client} connects")
     fix = json.dumps({entry.name: corrected(entry, transport, server, token)}, ensure_ascii=False)
-    return Check(name="client_config", status="warn", detail=f"{entry.where}: " + "; ".join(problems),
-                 fix=f"use {fix}")
+    # An entry that certainly means this server and will not connect leaves that client with no memory at
+    # all: a failure. One matched only by its name may be another server, so it is a warning.
+    ours = _runs_stdio_bridge(entry.body) if url is None else _same_server(url, server)
+    return Check(name="client_config", status="fail" if ours else "warn",
+                 detail=f"{entry.where}: " + "; ".join(problems), fix=f"use {fix}")
 
 
 def check_client_configs(server: str, home: Path | None = None, cwd: Path | None = None) -> list[Check]:

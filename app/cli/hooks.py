@@ -16,8 +16,9 @@ Recalled text was written by other agents, so the block is spotlighted: it says 
 not instructions, each note sits in its own ``<memory …>`` element with id, score, similarity and
 scope, and ``&``, ``<`` and ``>`` in the text are escaped so no note can close the block or open a new
 one. Notes come in the server's order, by ``score`` (0..1, similarity and keyword score combined);
-``--min-score`` compares the cosine ``similarity``, and a text stored several times in a scope is one
-note whose ``duplicate_ids`` attribute names the other copies.
+``--min-score`` is a floor on that ``score``, and the first note also shows when it shares a rare term
+with the prompt (:mod:`app.cli.hook_floor`); a text stored several times in a scope is one note whose
+``duplicate_ids`` attribute names the other copies.
 
 ``hook remember`` (``Stop``): opt-in with ``MEMORY_MCP_HOOK_REMEMBER=1``. It stores the last
 assistant message of the transcript (``transcript_path``) as a short summary tagged
@@ -42,6 +43,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from app.cli.env import _is_loopback, integer, scope_for, server_url, token_from_env
+from app.cli.hook_floor import DEFAULT_MIN_SCORE, shown
 
 DEFAULT_BUDGET_S = 1.8
 MIN_PROMPT_CHARS = 5
@@ -213,13 +215,7 @@ def _recall_hits(event: dict[str, Any], args: argparse.Namespace, budget: Budget
     hits = call_server("GET", "/api/lancedb/vector-search", budget, params=params)
     if not isinstance(hits, list):
         return []
-    return [hit for hit in hits if isinstance(hit, dict) and _similarity(hit) >= args.min_score]
-
-
-def _similarity(hit: dict[str, Any]) -> float:
-    """The cosine the ``--min-score`` floor is about; a keyword fallback has none, so its own score stands in."""
-    similarity = hit.get("similarity")
-    return float(similarity if similarity is not None else hit.get("score", 0.0))
+    return shown(prompt, [hit for hit in hits if isinstance(hit, dict)], args.min_score)
 
 
 def _hook_recall(args: argparse.Namespace) -> int:
@@ -339,7 +335,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "recall", help="UserPromptSubmit: print a <memory_recall> block of memories relevant to the prompt"
     )
     recall.add_argument("--top-k", type=integer(1, 20), default=5, metavar="N", help="at most N notes (5)")
-    recall.add_argument("--min-score", type=_score, default=0.3, help="drop notes below this similarity (0.3)")
+    recall.add_argument("--min-score", type=_score, default=DEFAULT_MIN_SCORE,
+                        help=f"drop notes scoring below this unless the first shares a rare term ({DEFAULT_MIN_SCORE})")
     group = recall.add_mutually_exclusive_group()
     group.add_argument("--agent", help="search only this agent's scope (default: every scope)")
     group.add_argument("--scope", help="search only this scope")

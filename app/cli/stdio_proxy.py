@@ -303,13 +303,17 @@ async def serve(url: str, token: str | None) -> None:
     log_to_stderr()
     async with anyio.create_task_group() as tasks:
         upstream = Upstream(url, token, tasks)
-        # Connecting first gives the client the server's own instructions, and the user an early hint.
+        # Connecting first gives the client the server's own instructions, and the user an early hint: a
+        # client shows the bridge as connected either way, so stderr and the instructions say why calls fail.
+        offline = f" The memory-mcp server was not reachable at {url} when this bridge started: start it with " \
+                  "`memory-mcp serve`; each call tries again."
         with anyio.move_on_after(CONNECT_TIMEOUT_S * 2):
             try:
                 await upstream.connect()
+                offline = ""
             except Unavailable as exc:
                 warn(str(exc))
-        server = build_server(upstream, upstream.instructions or FALLBACK_INSTRUCTIONS)
+        server = build_server(upstream, upstream.instructions or FALLBACK_INSTRUCTIONS + offline)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         upstream.close()

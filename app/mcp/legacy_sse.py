@@ -9,19 +9,19 @@ around it, which is the least fragile way to serve clients written against the T
   for the raw client of the project's specification, which reads ``json.loads(data)["uri"]``;
 * ``POST /mcp/message``: ``sessionId``/``session_id``, dashed or hex, are all mapped back to the
   SDK's ``session_id=<hex>`` before the SDK sees the request;
-* unknown or foreign session → 404 JSON, empty id → 400 JSON (the SDK answers in plain text);
-* where a reply goes (:func:`replies_in_body`): on the stream (POST answered 202) only for a stream opened
-  with ``Accept: text/event-stream`` that is still open, as the SDK clients and the Inspector read it;
-  otherwise in the POST's body (200). The specification's client opens its stream with ``*/*`` and
-  ``break``s out of it (python ``requests`` then closes it) before it POSTs, so it reads every reply in
-  the body, whether or not the server has seen the stream close yet;
+* every accepted POST on a live session is ``202 Accepted`` and its reply goes on that session's stream,
+  whatever the Accept headers, as the 2024-11-05 transport says: Claude Code sends
+  ``Accept: application/json, text/event-stream`` on its POSTs and reads replies only from the stream;
+* unknown or foreign session → 404 JSON, a session whose stream has closed → 410 JSON naming it (no
+  client of this transport reads a reply from a POST body), empty id → 400 JSON (the SDK answers in
+  plain text);
 * a 202 is sent only once the server loop has taken the message, and the loop's end waits for the
   requests it took (``app/mcp/draining.py``): an accepted call runs to completion, exactly once;
 * sessions are leases of the credential that opened them (``app/edge/leases.py``);
 * a request on a session that never sent ``initialize`` (clients reconnecting) is preceded by an
   implicit ``initialize`` whose reply is kept off the stream;
 * no session id at all → the message is answered in the response body by a stateless Streamable
-  HTTP manager (what the original server did for curl-style agents).
+  HTTP manager: the opt-in one-shot form for curl-style scripts, chosen by leaving out ``sessionId``.
 
 If an SDK upgrade changes the endpoint event, ``_rewrite_endpoint`` raises and the wire-format tests fail.
 """
@@ -50,7 +50,7 @@ from app.edge.leases import ANONYMOUS_OWNER, Evictable, LeaseTable
 from app.errors import Unavailable
 from app.mcp.caller import bind_principal, principal
 from app.mcp.draining import DrainingReadStream, InFlight, TolerantWriteStream
-from app.mcp.wire import BodyTooLarge, InvalidJson, error, media_ranges, parse_message, read_body, replay
+from app.mcp.wire import BodyTooLarge, InvalidJson, error, parse_message, read_body, replay
 from app.settings import SseEndpointFormat
 
 logger = logging.getLogger(__name__)
@@ -95,22 +95,10 @@ def _rewrite_endpoint(chunk: bytes, form: Literal["path", "json"] = "path") -> t
     return session_id, b"event: endpoint\r\ndata: " + data + match["end"]
 
 
-def reads_stream(stream_scope: Scope) -> bool:
-    """Whether the client that opened a stream reads replies from it: its GET named ``text/event-stream``.
-
-    The SDK clients, the Inspector and any EventSource do; python ``requests`` and curl (``*/*``) do not.
-    A POST on a live session is answered on the stream (202) only for such a client, and only when the
-    POST does not ask for ``application/json``; every other reply goes in the POST's body (200), where
-    a client that ``break``s out of its stream loop (the specification's does) cannot miss it.
-    """
-    return "text/event-stream" in media_ranges(stream_scope)
-
-
 @dataclass
 class _Session:
     owner: str | None
     lease_key: object
-    replies_in_body: bool
     initialized: bool = False
     init_lock: anyio.Lock = field(default_factory=anyio.Lock)
     # The id of our implicit initialize; its reply is dropped from the stream.
@@ -160,7 +148,7 @@ class LegacySseTransport:
             await error(503, exc.code, exc.message, headers)(scope, receive, send)
             return
         form = endpoint_form(scope["headers"], self._endpoint_format)
-        session = _Session(owner, lease_key, replies_in_body=not reads_stream(scope))
+        session = _Session(owner, lease_key)
         stream = _StreamRewriter(send, self, session, form)
         in_flight = InFlight(lease.add_busy)
         try:
@@ -220,9 +208,8 @@ class LegacySseTransport:
                 await error(400, "missing_session_id", detail)(scope, receive, send)
                 return
             session_id, session = self._lookup(raw_id, scope)
-            if session is None and (session_id is None or not self._closed_recently(session_id, scope)):
-                detail = "unknown or closed session; open GET /mcp/sse again and use the new endpoint"
-                await error(404, "session_not_found", detail)(scope, receive, send)
+            if session is None:
+                await self._refuse_unknown(session_id, raw_id, scope, receive, send)
                 return
         try:
             body = await read_body(receive, self._max_body_bytes)
@@ -234,14 +221,23 @@ class LegacySseTransport:
             await error(400, "invalid_json", str(exc))(scope, receive, send)
             return
         if session is None or session_id is None:
-            # No session id, or a session whose stream closed: one exchange answered in the body.
+            # No session id at all: the one-shot form, one exchange answered in the body.
             await self._answer_in_body(scope, replay(body), send)
             return
         with self.leases.in_use(session.lease_key):
-            if session.replies_in_body or "application/json" in media_ranges(scope):
-                await self._answer_in_body(scope, replay(body), send)
-            else:
-                await self._deliver(session, session_id, scope, body, message, send)
+            await self._deliver(session, session_id, scope, body, message, send)
+
+    async def _refuse_unknown(
+        self, session_id: UUID | None, raw_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """404 for a session never seen (or another credential's), 410 for one of ours whose stream has gone."""
+        if session_id is not None and self._closed_recently(session_id, scope):
+            detail = (f"session {session_id} is closed: its stream is gone, so no reply could reach you; "
+                      "open GET /mcp/sse again and use the new endpoint")
+            await error(410, "session_closed", detail)(scope, receive, send)
+            return
+        detail = f"unknown session {raw_id[:64]!r}; open GET /mcp/sse again and use the new endpoint"
+        await error(404, "session_not_found", detail)(scope, receive, send)
 
     async def _deliver(
         self, session: _Session, session_id: UUID, scope: Scope, body: bytes, message: dict[str, Any] | None, send: Send
@@ -268,10 +264,10 @@ class LegacySseTransport:
             for reply in held:
                 await send(reply)
         elif status == 404:
-            # The stream closed between our lookup and the SDK's: nothing ran, so answer in the body.
-            logger.debug("legacy SSE message raced its stream's close: answered in the response body")
+            # The stream closed between our lookup and the SDK's: nothing ran, and no reply could be read.
+            logger.debug("legacy SSE message raced its stream's close: refused with 410")
             self._retire(session_id, principal(scope))
-            await self._answer_in_body(scope, replay(body), send)
+            await self._refuse_unknown(session_id, str(session_id), scope, replay(b""), send)
         else:
             text = b"".join(reply.get("body", b"") for reply in held[1:]).decode("utf-8", "replace")
             await error(status, "invalid_message", text or "the message was refused")(scope, replay(b""), send)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo, speed
+from bench import common, hooks, locomo, speed, vcache
 from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow
@@ -71,3 +71,17 @@ def test_locomo_without_the_dataset_says_where_to_put_it_and_exits_2(
     err = capsys.readouterr().err
     assert str(missing) in err and "MEMORY_MCP_LOCOMO" in err
     assert "Traceback" not in err and not list(tmp_path.glob("*.json"))
+
+
+def test_the_hook_floor_bench_reports_both_rates_at_every_floor_with_the_default_among_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vcache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    result = hooks.main(["--floor", "--provider", "hash"])
+    rows = result["rows"]
+    assert result["default"] in [row["floor"] for row in rows]
+    assert result["right_first"] > 0 and result["offtopic"] == 60
+    keeps, silents = [row["keep_pct"] for row in rows], [row["silent_pct"] for row in rows]
+    assert keeps == sorted(keeps, reverse=True) and silents == sorted(silents)  # a higher floor shows less
+    assert json.loads((tmp_path / "hooks_floor.json").read_text())["rows"] == rows

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from app.cli.client_configs import check_client_configs
+from tests.mcp.clients import EXPECTED_TOOLS, sse_session
+from tests.support.server import LiveServer
 
 SERVER = "http://127.0.0.1:3002"
 REPO = Path(__file__).resolve().parents[2]
@@ -36,11 +38,11 @@ def fixes(checks: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(check.fix.removeprefix("use ")) for check in checks if check.status != "ok"]
 
 
-def test_the_specs_claude_json_entry_without_type_is_flagged_and_corrected(dirs: tuple[Path, Path]) -> None:
+def test_the_specs_claude_json_entry_without_type_fails_with_the_corrected_entry(dirs: tuple[Path, Path]) -> None:
     home, project = dirs
     write(home / ".claude.json", {"mcpServers": {"memory-mcp": {"url": "http://localhost:3002/mcp/sse"}}})
     [check] = check_client_configs(SERVER, home, project)
-    assert check.status == "warn"
+    assert check.status == "fail"
     assert '"type"' in check.detail and "skips the entry" in check.detail
     assert fixes([check]) == [{"memory-mcp": {"type": "sse", "url": f"{SERVER}/mcp/sse"}}]
 
@@ -54,7 +56,7 @@ def test_claude_code_project_entries_and_mcp_json_are_read_and_good_ones_pass(di
                                   "mcpServers": {"unrelated": {"type": "http", "url": "http://example.com/mcp"}}})
     write(project / ".mcp.json", {"mcpServers": {"shared-memory": {"type": "sse", "url": f"{SERVER}/mcp/sse"}}})
     checks = check_client_configs(SERVER, home, project)
-    assert [check.status for check in checks] == ["ok", "warn", "ok"]  # the unrelated server is not ours to judge
+    assert [check.status for check in checks] == ["ok", "fail", "ok"]  # the unrelated server is not ours to judge
     assert "projects[/src/app]" in checks[0].detail
     assert '"type": "http" does not fit /mcp/sse' in checks[1].detail
     assert fixes(checks) == [{"memory": {"type": "sse", "url": f"{SERVER}/mcp/sse"}}]
@@ -88,8 +90,10 @@ def test_each_clients_own_rules(dirs: tuple[Path, Path]) -> None:
     desktop, cursor, vscode, antigravity = check_client_configs(SERVER, home, project)
     assert "commands only" in desktop.detail and fixes([desktop])[0]["memory-mcp"]["args"] == ["stdio"]
     assert cursor.status == "ok"
-    assert vscode.status == "warn" and fixes([vscode]) == [{"memory-mcp": {"type": "http", "url": f"{SERVER}/mcp"}}]
+    assert desktop.status == "fail" and cursor.status == "ok"
+    assert vscode.status == "fail" and fixes([vscode]) == [{"memory-mcp": {"type": "http", "url": f"{SERVER}/mcp"}}]
     assert "serverUrl" in antigravity.detail and "not where the server listens" in antigravity.detail
+    assert antigravity.status == "warn"  # another port: perhaps another server of the same name
     assert fixes([antigravity]) == [{"memory-mcp": {"serverUrl": f"{SERVER}/mcp"}}]
 
 
@@ -112,3 +116,32 @@ def test_doctor_prints_the_check_and_the_corrected_entry(dirs: tuple[Path, Path]
                           cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert "client_config" in done.stdout, done.stdout + done.stderr
     assert '"type": "sse"' in done.stdout
+
+
+def run_doctor(live: LiveServer, home: Path, project: Path) -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "MEMORY_MCP_EMBEDDING_PROVIDER": "hash",
+           "MEMORY_MCP_DB_PATH": str(live.settings.db_path), "MEMORY_MCP_KANBAN_DB": str(live.settings.kanban_db),
+           "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "app.cli", "doctor", "--url", live.url],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+async def test_doctor_fails_on_an_entry_claude_code_skips_and_its_printed_sse_entry_connects(
+    dirs: tuple[Path, Path], live_server: LiveServer
+) -> None:
+    home, project = dirs
+    write(home / ".claude.json", {"mcpServers": {"memory-mcp": {"url": f"{live_server.url}/mcp/sse"}}})
+    broken = run_doctor(live_server, home, project)
+    [line] = [line for line in broken.stdout.splitlines() if "client_config" in line]
+    fix = next(line for line in broken.stdout.splitlines() if line.strip().startswith("fix: use {"))
+    entry = json.loads(fix.strip().removeprefix("fix: use "))["memory-mcp"]
+    assert line.split()[0] == "FAIL", broken.stdout
+    assert broken.returncode == 1
+    assert entry == {"type": "sse", "url": f"{live_server.url}/mcp/sse"}
+
+    write(home / ".claude.json", {"mcpServers": {"memory-mcp": entry}})
+    fixed = run_doctor(live_server, home, project)
+    assert fixed.returncode == 0, fixed.stdout
+    async with sse_session(entry["url"].removesuffix("/mcp/sse")) as client:
+        listed = await client.list_tools()
+    assert {tool.name for tool in listed.tools} == EXPECTED_TOOLS

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
+from app.cli.hook_floor import rare_terms, shown
 from app.cli.hooks import MAX_SUMMARY_CHARS, format_recall, last_assistant_text, summarise
 from tests.conftest import SettingsFactory
 from tests.support.server import LiveServer, free_port, run_server
@@ -146,19 +147,45 @@ def test_recall_leaves_out_a_memory_that_a_newer_one_replaced(live_server: LiveS
     assert done.returncode == 0 and ids == [new]
 
 
-def test_min_score_is_compared_with_the_similarity_not_the_keyword_boosted_score(
-        make_settings: SettingsFactory) -> None:
-    with run_server(make_settings(rank_lexical_weight=1.0)) as live:
-        memory_id = remember(live, "zebra crossing rules")
-        question = prompt("what are the zebra crossing rules downtown")
-        kept, _ = run_hook("recall", question, live.url, "--min-score", "0", env=ROOMY)
-        note = rf'<memory id="{memory_id}" score="([^"]*)" similarity="([^"]*)"'
-        score, similarity = (float(value) for value in re.findall(note, kept.stdout.decode())[0])
-        assert 1.0 >= score > similarity + 0.02  # the keyword score lifts it
-        floor = f"{(score + similarity) / 2:.3f}"  # the score alone would pass this floor
-        dropped, _ = run_hook("recall", question, live.url, "--min-score", floor, env=ROOMY)
+def test_a_top_note_sharing_the_prompts_rare_term_is_shown_though_it_scores_under_the_floor(
+        live_server: LiveServer) -> None:
+    memory_id = remember(live_server, "hooks recall the staging smoke test rule")
+    shares_a_rare_term, _ = run_hook("recall", prompt("what must run before staging?"), live_server.url,
+                                     "--min-score", "0.99", env=ROOMY)
+    shares_common_words, _ = run_hook("recall", prompt("which rule must run before the test?"), live_server.url,
+                                      "--min-score", "0.99", env=ROOMY)
+    everything, _ = run_hook("recall", prompt("which rule must run before the test?"), live_server.url,
+                             "--min-score", "0", env=ROOMY)
 
-    assert (dropped.returncode, dropped.stdout) == (0, b"")
+    assert re.findall(r'<memory id="([^"]*)"', shares_a_rare_term.stdout.decode()) == [memory_id]
+    assert re.findall(r'<memory id="([^"]*)"', everything.stdout.decode()) == [memory_id]
+    assert shares_common_words.stdout == b""  # "rule" and "test" are short: not rare terms
+
+
+def test_min_score_is_a_floor_on_the_fused_score_and_only_the_first_note_gets_the_rare_term_pass() -> None:
+    hits = [
+        {"id": "a", "text": "the staging smoke test runs first", "score": 0.10, "similarity": 0.05},
+        {"id": "b", "text": "keyword lifted this one", "score": 0.40, "similarity": 0.10},
+        {"id": "c", "text": "staging again, but third", "score": 0.05, "similarity": 0.04},
+        {"id": "d", "text": "nothing shared", "score": 0.05, "similarity": 0.30},
+    ]
+    kept = [hit["id"] for hit in shown("what must run before staging?", hits, 0.3)]
+    unrelated = [hit["id"] for hit in shown("a recipe for lasagna", hits, 0.3)]
+    assert kept == ["a", "b"]
+    assert unrelated == ["b"]  # the score counts, not the similarity
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("what must run before staging?", {"staging"}),
+        ("Set REDIS_URL for TASK-00012", {"redis_url", "task-00012"}),
+        ("為什麼部署前要跑冒煙測試？", {"部署", "跑冒", "冒煙", "煙測", "測試"}),
+        ("where should these things go", set()),
+    ],
+)
+def test_rare_terms_are_long_uncommon_words_identifiers_and_chinese_content_pairs(text: str, terms: set[str]) -> None:
+    assert rare_terms(text) == terms
 
 
 def test_a_note_carries_similarity_and_copies_only_when_the_server_sent_them() -> None:
@@ -247,7 +274,7 @@ def test_a_hook_imports_only_the_standard_library(which: str, live_server: LiveS
         assert TRANSCRIPT_SUMMARY in [m["text"] for m in memories(live_server)]
     loaded = ast.literal_eval(done.stderr.decode().splitlines()[-1])
     outside = {name for name in loaded if name.split(".")[0] not in sys.stdlib_module_names}
-    assert outside <= {"app", "app.cli", "app.cli.env", "app.cli.hooks"}, sorted(outside)
+    assert outside <= {"app", "app.cli", "app.cli.env", "app.cli.hooks", "app.cli.hook_floor"}, sorted(outside)
     assert {"app.cli.hooks", "app.cli.env"} <= outside
 
 

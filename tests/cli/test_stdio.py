@@ -112,6 +112,19 @@ async def test_an_unreachable_server_is_a_tool_error_naming_the_url_and_a_later_
     assert {tool.name for tool in listed.tools} == EXPECTED_TOOLS
 
 
+async def test_a_bridge_started_without_its_server_says_so_on_stderr_and_in_its_instructions(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    make_settings()
+    url = f"http://127.0.0.1:{free_port()}"
+    log = tmp_path / "stdio.log"
+    async with stdio_session(url, log) as client:
+        instructions = client.instructions
+        said_at_start = log.read_text(encoding="utf-8")  # before any call: what `claude --debug` shows
+    assert f"not reachable at {url}/mcp" in said_at_start and "memory-mcp serve" in said_at_start
+    assert instructions is not None and f"not reachable at {url}/mcp" in instructions
+
+
 async def test_the_shipped_tool_list_is_the_servers_own() -> None:
     """Regenerate with ``MEMORY_MCP_UPDATE_TOOL_SNAPSHOT=1`` (as the contract snapshot of tests/mcp)."""
     async with Client(build_server(Services()), mode="legacy") as client:

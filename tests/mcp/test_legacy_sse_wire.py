@@ -151,20 +151,24 @@ async def test_unknown_method_is_method_not_found_on_the_stream(live_server: Liv
         assert reply["error"]["code"] == -32601
 
 
-async def test_a_closed_stream_forgets_its_session_and_answers_its_messages_in_the_body(
+async def test_a_closed_stream_forgets_its_session_and_refuses_its_messages_with_410_naming_it(
     live_server: LiveServer,
 ) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         async with RawSseClient(http, live_server.url).connect() as raw:
-            endpoint = raw.endpoint
+            endpoint, session_id = raw.endpoint, raw.session_id
 
         async def status() -> int:
             ping = {"jsonrpc": "2.0", "id": "p", "method": "ping"}
             return (await http.post(f"{live_server.url}{endpoint}", json=ping)).status_code
 
         # The server sees the disconnect on its own schedule: poll that external fact, bounded.
-        # Until then a message still goes to the session (202); from then on it is answered in the body.
-        assert await poll_until(status, lambda code: code == 200) == 200
-        answered = await http.post(f"{live_server.url}{endpoint}", json=tool_call(5, "list_facts", {}))
-        assert answered.status_code == 200
-        assert answered.json()["id"] == 5 and answered.json()["result"]["isError"] is False
+        # Until then a message still goes to the session (202); from then on it is refused, never answered
+        # in a body that no client of this transport reads.
+        assert await poll_until(status, lambda code: code == 410) == 410
+        refused = await http.post(f"{live_server.url}{endpoint}", json=tool_call(5, "remember", {"content": "lost?"}))
+        listed = await http.get(f"{live_server.url}/api/lancedb/memories")
+    assert refused.status_code == 410
+    assert refused.json()["code"] == "session_closed"
+    assert session_id in refused.json()["detail"]
+    assert listed.json() == []

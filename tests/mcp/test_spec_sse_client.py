@@ -77,8 +77,8 @@ def first_event(base: str, headers: dict[str, str]) -> tuple[str, str]:
 def closed_session(base: str, headers: dict[str, str] | None = None) -> str:
     """The id of a session whose stream was opened as a stream reader, then closed, once the server saw it close.
 
-    While such a stream is open a ping on its session is answered on the stream (202); once the server
-    has seen it close, in the body (200).
+    While such a stream is open a ping on its session is accepted (202); once the server has seen it
+    close, it is refused with 410 ``session_closed``.
     """
     _, data = first_event(base, {"Accept": "text/event-stream", **(headers or {})})
     session_id = data.split("sessionId=")[1]
@@ -86,44 +86,64 @@ def closed_session(base: str, headers: dict[str, str] | None = None) -> str:
     ping = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
     while time.monotonic() < deadline:
         url = f"{base}/mcp/message?sessionId={session_id}"
-        if requests.post(url, json=ping, headers=headers, timeout=10).status_code == 200:
+        if requests.post(url, json=ping, headers=headers, timeout=10).status_code == 410:
             return session_id
         time.sleep(0.05)  # back-off between probes of the server thread's state, bounded by the deadline
     raise AssertionError("the server never saw the stream close")
 
 
+def step_three(lines: Iterator[bytes], request_id: Any) -> dict[str, Any]:
+    """Step 3 of the specification's flow: the ``event: message`` carrying the reply, from the stream's lines.
+
+    ``lines`` is the one ``iter_lines()`` of the stream kept from step 1: leaving a requests line iterator
+    (a ``break``) closes the connection, so a reader keeps the iterator.
+    """
+    event = b""
+    for line in lines:
+        if line.startswith(b"event:"):
+            event = line[6:].strip()
+        elif line.startswith(b"data:") and event == b"message":
+            message: dict[str, Any] = json.loads(line[5:])
+            if message.get("id") == request_id:
+                return message
+    raise AssertionError("the stream ended before the reply")
+
+
+def endpoint_of(lines: Iterator[bytes]) -> str:
+    """Step 1: the endpoint event's path, in either form."""
+    data = next(line for line in lines if line.startswith(b"data:"))[5:].strip().decode()
+    return str(json.loads(data)["uri"]) if data.startswith("{") else data
+
+
 # --- the specification's client ------------------------------------------------------------------
 
 
-def test_the_spec_client_gets_the_json_endpoint_and_its_reply_in_the_body_while_its_stream_is_open(
+def test_the_spec_flow_read_with_requests_defaults_gets_a_202_and_its_reply_on_the_stream(
     live_server: LiveServer,
 ) -> None:
     base = live_server.url
     remember(base, FACT)
-    # The snippet, with one change: the line iterator is kept, so the stream stays open.
     sse = requests.get(f"{base}/mcp/sse", stream=True, timeout=30)
     try:
         lines = sse.iter_lines()
-        for line in lines:
-            if line.startswith(b"data:"):
-                endpoint = json.loads(line[5:])["uri"]
-                session_id = endpoint.split("sessionId=")[1]
-                break
+        endpoint = endpoint_of(lines)
+        session_id = endpoint.split("sessionId=")[1]
         resp = requests.post(
             f"{base}/mcp/message?sessionId={session_id}",
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                   "params": {"name": "recall", "arguments": {"query": "MCP 記憶"}}},
             timeout=30,
         )
+        reply = step_three(lines, 1)
     finally:
         sse.close()
 
     assert sse.headers["content-type"].startswith("text/event-stream")
     assert endpoint.startswith("/mcp/message?sessionId=")
     assert re.fullmatch(DASHED_UUID, session_id)
-    # It asked for */*, not text/event-stream: the reply is in the body, whatever happens to the stream.
-    assert resp.status_code == 200
-    assert recalled(resp.json())[0] == FACT
+    assert resp.status_code == 202  # 202 Accepted（回應透過 SSE 推送）
+    assert "jsonrpc" not in resp.text  # the reply is on the stream only
+    assert recalled(reply)[0] == FACT
 
 
 def stored_contents(base: str) -> list[str]:
@@ -132,30 +152,39 @@ def stored_contents(base: str) -> list[str]:
     return [memory["text"] for memory in listed.json()]
 
 
-def test_the_spec_snippet_with_its_break_stores_every_remember_exactly_once_and_gets_every_reply(
+def test_the_spec_snippet_verbatim_is_accepted_and_stored_once_or_told_its_stream_is_gone(
     live_server: LiveServer,
 ) -> None:
+    """The snippet's ``break`` closes its stream (requests does on leaving the line iterator), racing its POST:
+    accepted (202) calls run to completion exactly once; a POST after the server saw the close is a 410."""
     runs = 30
     snippet = SPEC_CLIENT.replace("localhost:3002", f"localhost:{live_server.port}").replace(
         '"params":{"name":"recall","arguments":{"query":"MCP 記憶"}}}',
         '"params":{"name":"remember","arguments":{"content":CONTENT}}}',
     )
     assert "remember" in snippet
-    replies = []
+    outcomes: dict[int, requests.Response] = {}
     for run in range(runs):
         names: dict[str, Any] = {"CONTENT": f"snippet run {run}: the stream was left by a break"}
         try:
-            exec(snippet, names)  # verbatim apart from the tool: no wait for the server to see the close
+            exec(snippet, names)  # verbatim apart from the tool
+            outcomes[run] = names["resp"]
         finally:
             names["sse"].close()
-        replies.append(names["resp"])
 
-    assert [reply.status_code for reply in replies] == [200] * runs
-    ids = [reply.json()["result"]["structuredContent"]["memory_id"] for reply in replies]
-    assert len(set(ids)) == runs
-    stored = stored_contents(live_server.url)
-    for run in range(runs):
-        assert stored.count(f"snippet run {run}: the stream was left by a break") == 1
+    accepted = {run for run, resp in outcomes.items() if resp.status_code == 202}
+    refused = {run for run, resp in outcomes.items() if resp.status_code == 410}
+    assert accepted | refused == set(range(runs)), {run: resp.status_code for run, resp in outcomes.items()}
+    assert all(outcomes[run].json()["code"] == "session_closed" for run in refused)
+    expected = {run: int(run in accepted) for run in range(runs)}
+    deadline = time.monotonic() + 30
+    while True:
+        stored = stored_contents(live_server.url)
+        counts = {run: stored.count(f"snippet run {run}: the stream was left by a break") for run in range(runs)}
+        if counts == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)  # polling the REST list until the drained calls have landed, bounded by the deadline
+    assert counts == expected
 
 
 def test_an_sdk_style_call_accepted_with_202_runs_once_though_the_stream_closes_at_once(
@@ -183,20 +212,56 @@ def test_an_sdk_style_call_accepted_with_202_runs_once_though_the_stream_closes_
     assert sorted(stored) == sorted(f"accepted run {run}" for run in range(runs))
 
 
-def test_the_spec_client_run_verbatim_gets_its_reply_in_the_body(live_server: LiveServer) -> None:
-    remember(live_server.url, FACT)
-    first, second = SPEC_CLIENT.replace("localhost:3002", f"localhost:{live_server.port}").split("# call a tool")
-    names: dict[str, Any] = {}
-    try:
-        exec(first, names)  # the specification's own text, run as its users run it
-        # No wait: whether or not the server has seen the stream close, the reply is in the body.
-        exec(second, names)
-    finally:
-        names["sse"].close()
+# The headers of the clients people run: Claude Code 2.1.197's as captured on the wire; the SDKs' as their
+# SSE transports send them; requests' and curl's defaults.
+CLIENT_HEADERS = {
+    "claude-code": (
+        {"Accept": "text/event-stream", "Accept-Encoding": "identity", "User-Agent": "claude-code/2.1.197 (sdk-cli)"},
+        {"Accept": "application/json, text/event-stream", "Accept-Encoding": "identity",
+         "Content-Type": "application/json", "User-Agent": "claude-code/2.1.197 (sdk-cli)",
+         "mcp-protocol-version": "2025-11-25"},
+    ),
+    "typescript-sdk": ({"Accept": "text/event-stream"}, {"content-type": "application/json"}),
+    "python-sdk": ({"Accept": "text/event-stream"}, {"content-type": "application/json"}),
+    "requests-defaults": ({}, {"Content-Type": "application/json"}),  # what requests' json= sends
+    "curl": ({"Accept": "*/*", "User-Agent": "curl/7.88.1"}, {"Accept": "*/*", "Content-Type": "application/json"}),
+    "json-only-post": (
+        {"Accept": "text/event-stream"}, {"Accept": "application/json", "Content-Type": "application/json"}
+    ),
+}
 
-    resp: requests.Response = names["resp"]
-    assert resp.status_code == 200
-    assert recalled(resp.json())[0] == FACT
+
+@pytest.mark.parametrize("client", sorted(CLIENT_HEADERS))
+def test_every_client_gets_202_and_its_replies_on_the_stream_whatever_its_accept_headers(
+    live_server: LiveServer, client: str
+) -> None:
+    get_headers, post_headers = CLIENT_HEADERS[client]
+    remember(live_server.url, FACT)
+    sse = requests.get(f"{live_server.url}/mcp/sse", stream=True, headers=get_headers, timeout=30)
+    try:
+        lines = sse.iter_lines()
+        url = f"{live_server.url}{endpoint_of(lines)}"
+        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "2024-11-05", "capabilities": {},
+                                 "clientInfo": {"name": client, "version": "1"}}}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "recall", "arguments": {"query": "MCP 記憶"}}}
+
+        def post(message: dict[str, Any]) -> requests.Response:
+            response = requests.post(url, data=json.dumps(message), headers=post_headers, timeout=30)
+            assert response.status_code == 202, (response.status_code, response.text)
+            assert "jsonrpc" not in response.text  # the reply goes on the stream only
+            return response
+
+        post(initialize)
+        initialized = step_three(lines, 0)
+        post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        post(call)
+        reply = step_three(lines, 1)
+    finally:
+        sse.close()
+    assert initialized["result"]["serverInfo"]["name"]
+    assert recalled(reply)[0] == FACT
 
 
 def test_a_closed_stream_of_another_credential_stays_not_found(make_settings: SettingsFactory) -> None:
