@@ -55,8 +55,7 @@ class ChangeMarkers:
         return Markers(await self._read(self._memory_version), await self._read(self._board_version))
 
     async def _memory_version(self) -> int:
-        store = self._services.memory.store
-        return await asyncio.to_thread(store.probe.current)
+        return await asyncio.to_thread(self._services.memory.change_marker)
 
     async def _board_version(self) -> int:
         return await self._services.kanban.change_marker()

@@ -40,6 +40,6 @@ async def handoff_text(services: Services, task_id: str) -> str:
 async def agent_names(services: Services) -> list[str]:
     """Everyone the board names (assignees, step owners) and every agent with a memory scope, sorted."""
     people = set(await services.kanban.people())
-    agents = {scope[len(AGENT_PREFIX):] for scope in await listing.scopes(services.memory.store)
+    agents = {scope[len(AGENT_PREFIX):] for scope in await listing.scopes(services.memory.reader)
               if scope.startswith(AGENT_PREFIX)}
     return sorted(people | agents, key=str.lower)

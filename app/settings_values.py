@@ -103,6 +103,18 @@ def db_location(value: object) -> object:
     return f"{scheme}://{rest.rstrip('/')}"
 
 
+def team_database(value: object) -> object:
+    """A ``postgresql://`` URL (scheme in lower case), or None for a blank value."""
+    if not isinstance(value, str):
+        return value
+    match = URI.match(value.strip())
+    if not value.strip():
+        return None
+    if match is None or match.group(1).lower() not in POSTGRES_SCHEMES:
+        raise ValueError("MEMORY_MCP_TEAM_DB must be a postgresql:// URL")
+    return f"{match.group(1).lower()}://{match.group(2)}"
+
+
 def kanban_location(value: object) -> object:
     """A SQLite file path (``~`` expanded) stays a ``Path``; a ``postgresql://`` URL stays a ``str``."""
     if not isinstance(value, str):

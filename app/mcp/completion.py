@@ -39,7 +39,7 @@ async def _task_ids(services: Services, typed: str) -> tuple[list[str], int]:
 
 
 async def _memory_ids(services: Services, typed: str) -> tuple[list[str], int]:
-    return await listing.ids_starting(services.memory.store, typed, MAX_VALUES)
+    return await listing.ids_starting(services.memory.reader, typed, MAX_VALUES)
 
 
 async def _statuses(_: Services, typed: str) -> tuple[list[str], int]:
@@ -51,7 +51,7 @@ async def _agents(services: Services, typed: str) -> tuple[list[str], int]:
 
 
 async def _scopes(services: Services, typed: str) -> tuple[list[str], int]:
-    return _starting(await listing.scopes(services.memory.store), typed)
+    return _starting(await listing.scopes(services.memory.reader), typed)
 
 
 PROMPT_ARGUMENTS: dict[tuple[str, str], Lookup] = {

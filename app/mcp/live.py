@@ -268,7 +268,7 @@ class Live:
         board = await self._services.kanban.get_board()
         self._task_ids = frozenset(card.id for column in board.columns for card in column.cards)
         self._jobs = {job.id: job.status for job in await self._services.kanban.list_jobs(limit=RECENT_JOBS)}
-        self._memory_count = await listing.count(self._services.memory.store)
+        self._memory_count = await listing.count(self._services.memory.reader)
 
     async def _board_moved(self) -> None:
         board = await self._services.kanban.get_board()
@@ -280,7 +280,7 @@ class Live:
         await self._refresh(uri for uri in list(self._watched) if uri == resources.BOARD_URI or uri.startswith("task://"))
 
     async def _memories_moved(self) -> None:
-        count = await listing.count(self._services.memory.store)
+        count = await listing.count(self._services.memory.reader)
         if self._memory_count is not None and count != self._memory_count:
             await self._list_changed()
         self._memory_count = count

@@ -154,7 +154,7 @@ async def list_page(services: Services, cursor: str | None) -> ListResourcesResu
         return ListResourcesResult(resources=resources, next_cursor=encode_cursor(state))
     key = state.get("a")
     after = (int(key[0]), str(key[1])) if isinstance(key, list) and len(key) == 2 else None
-    memories, next_key = await listing.page_after(services.memory.store, after, room)
+    memories, next_key = await listing.page_after(services.memory.reader, after, room)
     resources += [memory_resource(memory) for memory in memories]
     next_cursor = encode_cursor({"k": "m", "a": list(next_key)}) if next_key is not None else None
     return ListResourcesResult(resources=resources, next_cursor=next_cursor)

@@ -43,3 +43,18 @@ class AlreadySuperseded(Conflict):
     """A memory that another one already replaced: supersede the newer one instead (no forks)."""
 
     code = "already_superseded"
+
+
+class JournalUnavailable(Busy):
+    """The write journal could not take the write (disk full, its database down): nothing was written."""
+
+    code = "journal_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: float = 2.0) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+
+
+class JournalFull(Busy):
+    """More rows wait in the journal than ``MEMORY_MCP_JOURNAL_MAX_ROWS``: the table is far behind."""
+
+    code = "journal_full"

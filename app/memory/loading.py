@@ -18,7 +18,8 @@ from app.memory.embedding_calls import EmbeddingCalls
 from app.memory.embeddings import Embedder, EmbeddingError
 
 if TYPE_CHECKING:
-    from app.memory.store import Store, Writer
+    from app.memory.journal.writer import JournalWriter
+    from app.memory.store import Store
 
 #: How long ``wait`` waits for the first vector-cache load before it reports it as not finished.
 CACHE_LOAD_WAIT_S = 600.0
@@ -63,12 +64,13 @@ def dimension_known(embedder: Embedder) -> bool:
         return False
 
 
-def store_classes() -> tuple[type[Store], type[Writer]]:
-    """``Store`` and ``Writer``, imported on first use: they import LanceDB, about two seconds."""
+def store_classes() -> tuple[type[Store], type[JournalWriter]]:
+    """``Store`` and ``JournalWriter``, imported on first use: they import LanceDB, about two seconds."""
     defer_package_init(NAMESPACE_CLIENT)
-    from app.memory.store import Store, Writer
+    from app.memory.journal.writer import JournalWriter
+    from app.memory.store import Store
 
-    return Store, Writer
+    return Store, JournalWriter
 
 
 #: The generated client of LanceDB's REST namespace. ``import lancedb`` needs only its ``models``, but

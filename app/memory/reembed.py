@@ -17,7 +17,7 @@ from app.memory.embeddings.base import Embedder
 from app.memory.store import connection
 from app.memory.store.lease import CompactionLease
 from app.memory.store.retention import prune_age, versions_dir
-from app.memory.store.table import OLD_VERSIONS_KEPT
+from app.memory.store.writes import OLD_VERSIONS_KEPT
 from app.memory.transfer import (
     DEFAULT_BATCH,
     Progress,

@@ -1,8 +1,9 @@
 """The memory service: one API for the REST and MCP front ends.
 
-Writes go through the single ``Writer`` (acknowledged means committed); reads run in worker
-threads against a connection that sees other processes' commits at once. A search hit's ``score`` is
-what its list is ordered by, in [0, 1] (the hybrid of ``ranking.fuse``, the clipped cosine, or term
+Writes go through the journal (``app/memory/journal``): acknowledged means durable in the journal, seen
+by the next read, and folded into the table by the flusher about a second later. Reads run in worker
+threads on the journaled view: the vector index (or LanceDB) with the journal's entries on top. A search
+hit's ``score`` is what its list is ordered by, in [0, 1] (the hybrid of ``ranking.fuse``, the clipped cosine, or term
 coverage for keyword search); ``similarity`` is the cosine similarity (``1 - cosine distance``) when
 vectors were compared.
 """
@@ -56,7 +57,8 @@ from app.memory.validation import (
 from app.settings import Settings
 
 if TYPE_CHECKING:  # imported when a store opens (loading.store_classes): they import LanceDB
-    from app.memory.store import Store, Writer
+    from app.memory.journal.writer import JournalWriter
+    from app.memory.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +69,14 @@ DUPLICATE_CANDIDATES = 5
 class MemoryService:
     """Remember, recall, list, update and forget memories in the shared LanceDB table."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, store: Store, writer: Writer,
+    def __init__(self, settings: Settings, embedder: Embedder, store: Store, writer: JournalWriter,
                  embedding: EmbeddingCalls | None = None) -> None:
         self.settings = settings
         self.embedder = embedder
         self.embedding = embedding or EmbeddingCalls(embedder, settings)
         self.store = store
         self.writer = writer
+        self.reader = writer.view  # every read sees the journal's writes
         self._in_flight = 0
         self.loads = BackgroundLoads(self.embedding, store)
         self.recovery: RecoveryReport | None = None  # set when open quarantined a damaged head
@@ -82,7 +85,7 @@ class MemoryService:
     @asynccontextmanager
     async def open(cls, settings: Settings, embedder: Embedder | None = None, *,
                    background: bool = False) -> AsyncIterator[MemoryService]:
-        """Load the embedder, open (or create) the table and start the writer; drain it on exit.
+        """Load the embedder, open (or create) the table and the journal, start the flusher; flush on exit.
 
         ``background``: yield once the table is open, while the model and the vector cache load (remember
         waits for the model within its deadline, recall uses keyword search meanwhile, searches use
@@ -99,14 +102,15 @@ class MemoryService:
         try:
             embedding.start_loading()  # a model child starts now, while LanceDB is imported and the table opens
             # In a thread: the import takes about two seconds, during which the loop keeps answering.
-            Store, Writer = await asyncio.to_thread(store_classes)  # noqa: N806 - classes
+            Store, JournalWriter = await asyncio.to_thread(store_classes)  # noqa: N806 - classes
             if not background or not dimension_known(embedder):  # the table's schema needs the dimension
                 await embedding.load()
             # A damaged newest version (power loss) is quarantined and the previous one opened (P10).
             store, recovery = await asyncio.to_thread(
                 open_with_recovery, settings, partial(Store.open, settings, embedder, load_cache=not background),
                 Store.version)
-            writer = Writer(store, settings)
+            went_back = recovery is not None and bool(recovery.quarantined_versions)
+            writer = await asyncio.to_thread(partial(JournalWriter.open, store, settings, table_went_back=went_back))
             writer.start()
             try:
                 service = cls(settings, embedder, store, writer, embedding)
@@ -133,10 +137,14 @@ class MemoryService:
             "model": self.embedder.model,
             "dimension": self.embedder.dimension,
             "table": self.settings.table,
-            "write_queue": self.writer.depth,
-            "commits": self.writer.commits,
+            "journal": self.writer.status(),
             **health_fields(self.recovery),
         }
+
+    def change_marker(self) -> int:
+        """A number that changes with every write this instance knows of: acknowledged (journaled, its own or
+        read off the journal) or committed to the table by any writer. Blocking (a stat), cheap."""
+        return hash((self.store.probe.current(), self.writer.seen_seq))
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -150,7 +158,7 @@ class MemoryService:
             ScopeForbidden: ``caller`` may not write that scope, or the replaced memory's.
             MemoryNotFound, AlreadySuperseded: about the memory ``supersedes`` names; nothing was written.
             EmbeddingError: the embedder failed; nothing was written.
-            StoreBusy: the write queue is full.
+            StoreBusy, JournalFull, JournalUnavailable: nothing was written.
         """
         text = check_text(content, self.settings)
         clean_tags = check_tags(tags, self.settings)
@@ -188,7 +196,7 @@ class MemoryService:
         try:
             [memory_id] = await self.writer.add([row])
             if replaces is not None:  # second, after the new row: see ``supersede`` for what a crash leaves
-                await supersede.mark_replaced(self.store, self.writer.update, replaces, memory_id)
+                await supersede.mark_replaced(self.reader, self.writer.update, replaces, memory_id)
         except BaseException:
             check.cancel()
             raise
@@ -266,7 +274,7 @@ class MemoryService:
         check_query(query, self.settings)
         check_limit(top_k, "top_k")
         where = self._scope_filter(agent_filter, scope)
-        refine = partial(supersede.current, self.store, include_superseded)
+        refine = partial(supersede.current, self.reader, include_superseded)
         vector = await self.embedding.query_within_budget(query)
         if isinstance(vector, EmbeddingError):
             logger.warning("recall falls back to keyword search: %s", vector.message)
@@ -277,8 +285,8 @@ class MemoryService:
 
         async def fetch(limit: int) -> list[dict[str, Any]]:
             if weight:
-                return await hybrid.search(self.store, query, vector, where, limit, weight, pool_max)
-            rows = await self.store.vector_search_async(vector, where, limit)
+                return await hybrid.search(self.reader, query, vector, where, limit, weight, pool_max)
+            rows = await self.reader.vector_search_async(vector, where, limit)
             return [{**row, "similarity": row["score"], "score": vector_score(row["score"])} for row in rows]
 
         return RecallResult(hits=await hit_list.best_distinct(fetch, top_k, refine), mode="vector")
@@ -289,7 +297,7 @@ class MemoryService:
         check_query(query, self.settings)
         check_limit(limit, "limit")
         rows = partial(self._keyword_rows, query, self._scope_filter(None, scope))
-        return await hit_list.best_distinct(rows, limit, partial(supersede.current, self.store, include_superseded))
+        return await hit_list.best_distinct(rows, limit, partial(supersede.current, self.reader, include_superseded))
 
     async def list_memories(self, scope: str | None = None, category: str | None = None,
                             limit: int = 30, offset: int = 0) -> list[Memory]:
@@ -314,24 +322,24 @@ class MemoryService:
     async def get(self, memory_id: str) -> Memory:
         """Raises: MemoryNotFound: no memory has that id; InvalidId: not an id."""
         check_memory_id(memory_id)
-        rows = await asyncio.to_thread(self.store.get_rows, [memory_id])
+        rows = await asyncio.to_thread(self.reader.get_rows, [memory_id])
         if not rows:
             raise MemoryNotFound(f"no memory with id {memory_id!r}")
-        return (await supersede.resolve(self.store, [to_memory(rows[0])]))[0]
+        return (await supersede.resolve(self.reader, [to_memory(rows[0])]))[0]
 
     async def check_duplicate(self, content: str, threshold: float | None = None) -> DuplicateCheck:
         """Memories whose cosine similarity to ``content`` reaches the threshold (warn only)."""
         text = check_text(content, self.settings)
         limit = self._threshold(threshold)
         vector = await self.embedding.document(text)
-        rows = await self.store.vector_search_async(vector, None, DUPLICATE_CANDIDATES, min_score=limit)
+        rows = await self.reader.vector_search_async(vector, None, DUPLICATE_CANDIDATES, min_score=limit)
         similar = [SimilarMemory(memory_id=r["id"], content=r.get("text") or "", score=r["score"]) for r in rows]
         return DuplicateCheck(is_duplicate=bool(similar), threshold=limit, similar=similar,
                               hint=supersede.first_hint(rows, text))
 
     async def stats(self) -> Stats:
         """Counts per scope and per storage category (``categories``), and the embedding model."""
-        table = await asyncio.to_thread(self.store.scan, None, ["scope", "category"], None)
+        table = await asyncio.to_thread(self.reader.scan_columns, None, ["scope", "category"])
         scopes = Counter(s or GLOBAL for s in table.column("scope").to_pylist())
         # Counted as ``filters.category`` matches, so each count is what that category's filter lists.
         per_category = Counter(categories.of_column(c) for c in table.column("category").to_pylist())
@@ -344,17 +352,17 @@ class MemoryService:
     # --- helpers -------------------------------------------------------------------------------
 
     async def _keyword_rows(self, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(keyword.search, self.store, query, where, limit)
+        return await asyncio.to_thread(keyword.search, self.reader, query, where, limit)
 
     async def _page(self, where: str | None, limit: int, offset: int) -> list[Memory]:
         check_limit(limit, "limit", MAX_PAGE)
         check_offset(offset)
-        keys = await asyncio.to_thread(self.store.scan, where, ["id", "timestamp"], None)
+        keys = await asyncio.to_thread(self.reader.scan_columns, where, ["id", "timestamp"])
         order = sorted(zip(keys.column("timestamp").to_pylist(), keys.column("id").to_pylist(), strict=True),
                        key=lambda pair: (-(pair[0] or 0), pair[1]))
         ids = [memory_id for _, memory_id in order[offset : offset + limit]]
-        rows = {r["id"]: r for r in await asyncio.to_thread(self.store.get_rows, ids)}
-        return await supersede.resolve(self.store, [to_memory(rows[i]) for i in ids if i in rows])
+        rows = {r["id"]: r for r in await asyncio.to_thread(self.reader.get_rows, ids)}
+        return await supersede.resolve(self.reader, [to_memory(rows[i]) for i in ids if i in rows])
 
     def _target_scope(self, scope: str | None, agent: str | None, caller: str | None) -> str:
         if scope is not None:
@@ -390,7 +398,7 @@ class MemoryService:
                                  replaces: str | None) -> DuplicateMatch | None:
         """The best other row of ``scope`` at or above the threshold (``exclude``: the row being written)."""
         threshold = self._threshold(None)
-        rows = await self.store.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold,
+        rows = await self.reader.vector_search_async(vector, filters.eq("scope", scope), 2, min_score=threshold,
                                                     columns=("id", "text", "metadata"))
         for row in rows:
             if row["id"] != exclude:

@@ -82,6 +82,20 @@ class CachedReads:
                 return None
         return with_cosines(rows, stored, vector)
 
+    def vector(self, memory_id: str, version: int) -> np.ndarray | None:
+        """The exact stored vector of ``memory_id`` (empty when the cache has no such row); None when the
+        cache cannot answer at ``version``."""
+        with self._lock:
+            if not self._answers_at(version):
+                return None
+            position = self._position.get(memory_id)
+            if position is None:
+                return np.empty(0, dtype=np.float32)
+            snap, generation = self._matrix.snapshot(), self._generation
+        found = snap.rows_at(np.array([position], dtype=np.int64))[0]
+        with self._lock:
+            return np.array(found, dtype=np.float32) if generation == self._generation else None
+
     def _mask(self, alive: np.ndarray, scope: str | None, n: int) -> np.ndarray | None:
         """Rows a search may return (None: the scope has no row at all). Caller holds the lock."""
         if scope is None:

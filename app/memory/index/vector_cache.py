@@ -243,18 +243,22 @@ class VectorCache(CachedReads, CacheState):
             self._maybe_compact()
 
     def apply_update(self, memory_id: str, values: dict[str, Any], before: int, after: int) -> None:
-        """An in-place update: the row is replaced by its updated copy (same vector unless given)."""
+        self.apply_updates({memory_id: values}, before, after)
+
+    def apply_updates(self, updates: dict[str, dict[str, Any]], before: int, after: int) -> None:
+        """In-place updates by one commit: each row is replaced by its updated copy (same vector unless given)."""
         with self._lock:
             if not self._advance(before, after):
                 return
-            position = self._position.get(memory_id)
-            if position is None:
-                return
-            row = {**self._rows.get(position), **{k: v for k, v in values.items() if k != "vector"}}
-            vector = values.get("vector")
-            with self._stale_on_disk_error():
-                matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
-                self._append([row], matrix.reshape(1, -1), replace=True)
+            for memory_id, values in updates.items():
+                position = self._position.get(memory_id)
+                if position is None:
+                    continue
+                row = {**self._rows.get(position), **{k: v for k, v in values.items() if k != "vector"}}
+                vector = values.get("vector")
+                with self._stale_on_disk_error():
+                    matrix = np.asarray(vector if vector is not None else self._matrix.row(position), dtype=np.float32)
+                    self._append([row], matrix.reshape(1, -1), replace=True)
 
     @contextmanager
     def _stale_on_disk_error(self) -> Iterator[None]:

@@ -1,10 +1,10 @@
-"""LanceDB access: the shared table, its single writer, locks, retention, recovery and diagnostics.
+"""LanceDB access: the shared table, its commits, locks, retention, recovery and diagnostics.
 
-The service uses ``Store`` (reads, searches, commits), ``Writer`` (the batching write queue) and
+The service uses ``Store`` (reads, searches, commits: the journal's flusher is its one writer) and
 ``open_with_recovery``; ``filters`` builds the where-clauses all of them take.
 
-The names are imported on first use: ``Store`` and ``Writer`` import LanceDB, which takes about two
-seconds, and the server answers ``/healthz`` before it opens the store (docs/performance.md, 'Start-up').
+The names are imported on first use: ``Store`` imports LanceDB, which takes about two seconds, and the
+server answers ``/healthz`` before it opens the store (docs/performance.md, 'Start-up').
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from app.memory.store import filters
     from app.memory.store.recovery import RecoveryReport, health_fields, open_with_recovery
     from app.memory.store.table import Store
-    from app.memory.store.writer import Writer
 
 _HOMES = {
     "filters": "app.memory.store.filters",
@@ -24,10 +23,9 @@ _HOMES = {
     "health_fields": "app.memory.store.recovery",
     "open_with_recovery": "app.memory.store.recovery",
     "Store": "app.memory.store.table",
-    "Writer": "app.memory.store.writer",
 }
 
-__all__ = ["RecoveryReport", "Store", "Writer", "filters", "health_fields", "open_with_recovery"]
+__all__ = ["RecoveryReport", "Store", "filters", "health_fields", "open_with_recovery"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,31 +1,22 @@
-"""How one commit reaches the table: under the write lock, retried on Lance's transient conflicts
-within the commit's deadline, with rows converted to the table's own Arrow schema.
+"""How one commit reaches the table: under the write lock, retried on Lance's transient conflicts, with
+rows converted to the table's own Arrow schema.
 
-Why a deadline: Lance retries a conflicting commit itself (for up to about 30 s), and retries nested
-around that let one remember wait minutes while every other client of the instance queued behind it.
-A caller sets the deadline (``deadline``: a context variable, so it reaches the worker thread that
-``asyncio.to_thread`` runs the commit in); no attempt starts past it and no back-off runs beyond it
-(a wait for the lock is bounded by the lock's own timeout, ``MEMORY_MCP_LOCK_TIMEOUT_S``), and the
-commit fails with ``StoreBusy`` (HTTP 503 with ``Retry-After``). An attempt already running is let
-finish: a commit that may still land is never reported as failed, so a client's retry cannot store a
-row twice.
+No client waits for a commit: writes are acknowledged once the journal holds them, and the flusher
+(``app/memory/journal/flusher.py``) retries a flush that failed at its next round.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from app.errors import AppError
-from app.memory.errors import StoreBusy
 from app.memory.store.locks import CommitLock
 
 logger = logging.getLogger(__name__)
@@ -37,24 +28,6 @@ T = TypeVar("T")
 # nothing, so retrying it never stores a row twice.
 _RETRYABLE = ("too many concurrent writers", "commit conflict", "conflict", "retryable", "retry", "precondition")
 MAX_ATTEMPTS = 8
-# The time.monotonic() by which the current commit must have landed; None: only MAX_ATTEMPTS bounds it.
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("commit_deadline", default=None)
-RETRY_AFTER_S = 1.0
-
-
-@contextlib.contextmanager
-def deadline(at: float | None) -> Iterator[None]:
-    """Commits run in this context (and threads started from it by ``asyncio.to_thread``) give up at ``at``."""
-    token = _DEADLINE.set(at)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-
-
-def past_deadline(what: str = "commit") -> StoreBusy:
-    return StoreBusy(f"the memory store is busy ({what} did not land within its deadline); nothing was written, "
-                     "retry", retry_after_s=RETRY_AFTER_S)
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -66,17 +39,9 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def locked_with_retry(lock: CommitLock, operation: Callable[[], T]) -> T:
-    """Run ``operation`` holding ``lock``; retry transient conflicts with jittered backoff outside it,
-    never past the deadline (``deadline``).
-
-    Raises:
-        StoreBusy: the deadline passed before an attempt could start or succeed (nothing was written).
-    """
-    at = _DEADLINE.get()
+    """Run ``operation`` holding ``lock``; retry transient conflicts with jittered backoff outside it."""
     delay = 0.02
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        if at is not None and time.monotonic() >= at:
-            raise past_deadline()
         try:
             with lock.hold():
                 return operation()
@@ -85,10 +50,7 @@ def locked_with_retry(lock: CommitLock, operation: Callable[[], T]) -> T:
                 raise
             logger.info("retrying a LanceDB commit after %s (attempt %d)", type(exc).__name__, attempt)
         # Outside the lock, so the winner's commit can land.
-        pause = delay * random.uniform(0.5, 1.5)  # noqa: S311 - jitter, not security
-        if at is not None and time.monotonic() + pause >= at:
-            raise past_deadline()
-        time.sleep(pause)
+        time.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
         delay = min(delay * 2, 1.0)
     raise AssertionError("unreachable")
 

@@ -36,7 +36,8 @@ from app import heap
 from app.memory.index import VectorCache
 from app.memory.store import commits, connection, retention, tail_merge
 from app.memory.store.lease import CompactionLease
-from app.memory.store.table import OLD_VERSIONS_KEPT, Store
+from app.memory.store.table import Store
+from app.memory.store.writes import OLD_VERSIONS_KEPT
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -28,7 +28,6 @@ import contextlib
 import errno
 import fcntl
 import logging
-import math
 import os
 import random
 import stat
@@ -49,13 +48,8 @@ LOCK_DIR_NAME = LOCK_TARGET_NAME + ".lock"  # the lock itself (proper-lockfile's
 FLOCK_NAME = ".memory-mcp-write.flock"
 STALE_S = 10.0  # what memory-lancedb-pro passes to proper-lockfile
 REFRESH_S = 2.5  # well inside STALE_S / 2, the refresh period proper-lockfile uses
-# proper-lockfile retries after 1, 2, 4, ... 30 s, one mkdir each: a writer that takes the lock again the
-# moment it let go would leave it almost no chance. So for a while after another writer showed itself (we
-# found its lock, or a commit of its), we leave the lock free between our commits for twice as long as we
-# last held it (within these bounds), so that each of its tries finds it free at least two times in three.
-COURTESY_S = 0.05
-COURTESY_MAX_S = 0.25
-COURTESY_WINDOW_S = 60.0
+# proper-lockfile retries after 1, 2, 4, ... 30 s, one mkdir each. We take the lock once per journal flush
+# (about once a second, held for the flush), so its tries find the lock free most of the time.
 
 
 class CommitLock(Protocol):
@@ -103,9 +97,6 @@ class WriteLock:
         self._held_guard = threading.Lock()  # the refresher touches only a directory we hold
         self._held = False
         self._mtime_ns: int | None = None  # the lock directory's mtime as we last set it
-        self._released_at = -math.inf
-        self._held_s = 0.0  # how long we held the lock last time
-        self._other_seen_at = -math.inf  # when we last found another writer's lock
         self._refresher: threading.Thread | None = None
 
     @contextlib.contextmanager
@@ -143,14 +134,9 @@ class WriteLock:
 
     @contextlib.contextmanager
     def _dir_lock(self, deadline: float) -> Iterator[None]:
-        now = time.monotonic()
-        if now - self._other_seen_at < COURTESY_WINDOW_S:
-            gap = min(max(2 * self._held_s, COURTESY_S), COURTESY_MAX_S)
-            time.sleep(max(0.0, self._released_at + gap - now))  # the other writer's turn (no event to wait on)
         _poll(self._try_mkdir, deadline, "another writer (memory-lancedb-pro?)")
         with self._held_guard:
             self._held = True
-        taken = time.monotonic()
         if self._refresher is None:
             self._refresher = threading.Thread(target=_refresh_while_alive, args=(weakref.ref(self),),
                                                name="memory-lock-refresh", daemon=True)
@@ -160,18 +146,12 @@ class WriteLock:
         finally:
             with self._held_guard:
                 self._held = False
-                self._released_at = time.monotonic()
-                self._held_s = self._released_at - taken
                 if self._still_ours():
                     with contextlib.suppress(FileNotFoundError):
                         os.rmdir(self.dir_path)
                 else:
                     logger.warning("write lock %s was taken over by another writer while we held it; "
                                    "leaving it to that writer", self.dir_path)
-
-    def note_other_writer(self) -> None:
-        """Another writer committed (the table moved without us): give it room for a while."""
-        self._other_seen_at = time.monotonic()
 
     def _try_mkdir(self) -> bool:
         """One attempt, as proper-lockfile makes it: mkdir; on a stale lock, remove it and mkdir once more."""
@@ -182,7 +162,6 @@ class WriteLock:
         except FileNotFoundError:
             return self._mkdir()  # released between our mkdir and stat
         if age <= STALE_S:
-            self._other_seen_at = time.monotonic()
             return False
         logger.warning("taking over the stale write lock %s (not refreshed for %.1f s)", self.dir_path, age)
         with contextlib.suppress(FileNotFoundError, NotADirectoryError, OSError):

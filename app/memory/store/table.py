@@ -7,8 +7,11 @@ after the top-k would silently drop matches.
 With ``settings.vector_cache`` (the default) an in-memory copy of the vectors (``VectorCache``)
 answers searches with no filter or one scope, exactly, through one batching thread
 (``SearchBatcher``). Every commit of ours tells the cache the table versions around it, under the
-write lock; a version that moved without us (another process wrote) makes the next search read that
-change into the cache (``cache_sync``).
+write lock. Reads answer at the cache's version and never wait: a table that moved without us (another
+process wrote) is read into the cache by a background thread (``cache_sync``).
+
+Writes come from the journal's flusher (``app/memory/journal``): ``locked`` runs its work under the
+write lock, and the ``*_held`` commits inside it each tell the cache.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,31 +31,28 @@ import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
 from app.memory.index import SearchBatcher, VectorCache, with_cosines
-from app.memory.store import cache_sync, commits, connection, filters, retention, table_format, tail_merge
+from app.memory.store import cache_sync, connection, filters, retention, table_format
 from app.memory.store.cache_sync import CacheSync
-from app.memory.store.locks import CommitLock, WriteLock
+from app.memory.store.locks import CommitLock
 from app.memory.store.schema import ROW_COLUMNS, build_schema, check_compatible
 from app.memory.store.version_probe import VersionProbe
+from app.memory.store.writes import TableWrites
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# Old versions stay this long after they stopped being the newest (``retention``), for readers still on
-# them (another process's scan, an export). Not longer: each version kept makes every LanceDB call
-# through a zero-interval handle slower, the time going to directory listings; appends avoid it
-# (``add``), updates, deletes and merges do not (docs/performance.md, 'Old versions kept').
-OLD_VERSIONS_KEPT = timedelta(minutes=2)
 # LanceDB's caches are unbounded by default, and under appends they came to hold more memory than the
 # rest of the server. Reads go through the vector cache, so LanceDB's serve little but commits and scans, and small
 # caches cost no remember throughput (docs/performance.md, 'LanceDB cache sizes').
 INDEX_CACHE_BYTES = 16 * 2**20
 METADATA_CACHE_BYTES = 16 * 2**20
 _SCOPE_EQ = re.compile(r"scope = '((?:[^']|'')*)'")  # the one filter form the cache answers (filters.eq)
+FOLLOW_S = 0.5  # object storage: how often a read starts a look for other instances' commits
 
 
 
-class Store:
+class Store(TableWrites):
     """One LanceDB table of memories, opened with a zero read-consistency interval."""
 
     def __init__(self, table: Any, db_path: Path | str, lock: CommitLock, *, dimension: int | None = None,
@@ -83,6 +83,8 @@ class Store:
         self.batcher: SearchBatcher | None = None
         self.versions_dir = retention.versions_dir(db_path, table.name)
         self.probe = VersionProbe(self.versions_dir, self.version, on_new_table=self._on_new_table)
+        self.on_new_table: Callable[[], None] | None = None  # the journal forgets what it flushed to the old table
+        self._followed_at = 0.0
         if dimension is not None:
             scratch = db_path if isinstance(db_path, Path) else None  # object storage: the temp dir
             self.cache = VectorCache(dimension, self.row_columns, scratch_dir=scratch)
@@ -91,7 +93,7 @@ class Store:
                 self.sync.load()
             else:
                 self.sync.start_background()
-            self.batcher = SearchBatcher(self.cache, self.probe.current, self.refresh_cache)
+            self.batcher = SearchBatcher(self.cache, self.read_at, self.refresh_cache)
 
     @classmethod
     def open(cls, settings: Settings, embedder: Embedder, *, load_cache: bool = True) -> Store:
@@ -155,7 +157,7 @@ class Store:
         at the table's current version (row order may differ from LanceDB's)."""
         cacheable, scope = _cache_scope(where)
         if self.cache is not None and cacheable:
-            table = self.cache.scope_columns(scope, columns, self.probe.current())
+            table = self.cache.scope_columns(scope, columns, self.read_at())
             if table is not None:
                 return table
         return self.scan(where, columns)
@@ -164,7 +166,7 @@ class Store:
         """The rows of ``ids`` that exist (in ``ids`` order) with ``score`` = cosine to ``vector``:
         from the cache when current, else read back with their vectors (an IN-list scan)."""
         if self.cache is not None:
-            rows = self.cache.rows_with_scores(ids, vector, self.probe.current())
+            rows = self.cache.rows_with_scores(ids, vector, self.read_at())
             if rows is not None:
                 return rows
         found = {row["id"]: row for row in self.get_rows(ids, [*self.row_columns, "vector"])}
@@ -198,6 +200,20 @@ class Store:
                 return rows
         return _at_least(await asyncio.to_thread(self.lancedb_search, vector, where, limit, columns), min_score)
 
+    def read_at(self) -> int:
+        """The version reads answer at: the cache's own once it holds one (a newer table is read into it by a
+        background thread, never while a read waits), else the table's newest (reads then use LanceDB)."""
+        held = self.cache.version if self.cache is not None else None
+        if held is None or self.sync is None:
+            return self.probe.current()
+        if self.versions_dir is not None:  # a local table: its version is a stat away
+            if self.probe.current() > held:
+                self.sync.start_background()
+        elif time.monotonic() - self._followed_at >= FOLLOW_S:  # object storage: the thread asks LanceDB
+            self._followed_at = time.monotonic()
+            self.sync.start_background()
+        return held
+
     def refresh_cache(self) -> None:
         """Bring the cache up to the table after commits it was not told about (the batch thread calls
         it; never raises). Small changes are read now, without the write lock: each is applied only if
@@ -226,7 +242,7 @@ class Store:
             return []
         wanted = list(columns or self.row_columns)
         if self.cache is not None and all(c in self.cache.row_columns for c in wanted):
-            rows = self.cache.rows(ids, self.probe.current())
+            rows = self.cache.rows(ids, self.read_at())
             if rows is not None:
                 return rows if columns is None else [{c: row.get(c) for c in wanted} for row in rows]
         return self._scan_rows(ids, wanted)
@@ -237,92 +253,12 @@ class Store:
         return rows
 
     def get_vector(self, memory_id: str) -> np.ndarray | None:
+        if self.cache is not None:
+            held = self.cache.vector(memory_id, self.read_at())
+            if held is not None:
+                return held if len(held) else None
         rows = self.get_rows([memory_id], ["id", "vector"])
         return None if not rows else np.asarray(rows[0]["vector"], dtype=np.float32)
-
-    # --- writes (caller holds no lock; each method takes it around its commit) -----------------
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        """Append rows in one commit (their ids are random UUIDs: no collision check).
-
-        The append goes through ``appender``, a handle with no read consistency, brought to the newest
-        version only when the version read under the lock says another commit came in between. With a
-        zero interval, LanceDB first lists the whole ``_versions`` directory on every call, so an
-        append would cost more with every version kept; through this handle it does not
-        (docs/performance.md, 'Appends skip the version listing').
-        """
-
-        def commit(version: int | None) -> Any:
-            schema = self._schema_at(version)
-            appender = self._appender_at(version)
-            result = appender.add(commits.to_arrow(rows, schema))
-            self._appender_version = int(result.version) if appender is not self.table else None
-            if version is not None and result.version == version + 1:  # nobody else committed meanwhile
-                self._schema = (result.version, schema)  # and an append keeps the schema
-            return result
-
-        self.commit(commit, lambda cache, result, before: cache.apply_add(rows, before, result.version))
-
-    def update(self, memory_id: str, values: dict[str, Any]) -> int:
-        """Update columns in place (vectors of untouched columns stay bit-exact); returns rows updated."""
-        where = filters.eq("id", memory_id)
-        result = self.commit(lambda _: self.table.update(where=where, values=values),
-                              lambda cache, r, before: cache.apply_update(memory_id, values, before, r.version))
-        return int(result.rows_updated)
-
-    def delete(self, memory_id: str) -> int:
-        where = filters.eq("id", memory_id)
-        result = self.commit(lambda _: self.table.delete(where),
-                              lambda cache, r, before: cache.apply_delete([memory_id], before, r.version))
-        return int(result.num_deleted_rows)
-
-    def optimize(self) -> None:
-        """Compact fragments and prune the versions superseded more than ``OLD_VERSIONS_KEPT`` ago
-        (``retention``: a reader still on a version that was the newest since then survives)."""
-
-        def change(_: int | None) -> Any:
-            age = retention.prune_age(self.versions_dir, OLD_VERSIONS_KEPT, table=self.table)
-            return self.table.optimize(cleanup_older_than=age)
-
-        self.commit(change, self._after_rewrite)
-
-    def merge_tail(self, rows: int) -> int:
-        """Rewrite the last ``rows`` rows into one fragment (``tail_merge``); returns the rows rewritten."""
-        return tail_merge.merge_tail(self, rows)
-
-    def commit(self, change: Callable[[int | None], T], tell: Callable[[VectorCache, T, int], None]) -> T:
-        """Run one commit under the write lock (with retries); ``tell`` the cache the versions around it.
-
-        ``change`` gets the table version read under the lock (None without a cache), off the version
-        directory's files (``version_probe``) rather than from LanceDB, whose call through its event
-        loop is about a hundred times slower under load (docs/performance.md, 'Version reads').
-        """
-
-        def locked() -> T:
-            with self._handles:
-                return in_place()
-
-        def in_place() -> T:
-            if self.versions_dir is not None and not self.versions_dir.is_dir():
-                self._on_new_table("it is gone; created again")  # never commit onto a dropped table's path
-                self._follow_new_table()
-            self.probe.current()  # finds a recreated table first (``_on_new_table``)
-            self._follow_new_table()
-            before = self.probe.current()
-            if self.cache is None:
-                return change(None)
-            if self.sync is not None and (self.cache.version or before) < before:
-                # Another writer committed since the cache last caught up: take that in first, so this
-                # commit applies in place (a compaction's rows would otherwise be read back as new).
-                self.sync.catch_up(cache_sync.CATCH_UP_WAIT_S)
-                if isinstance(self.lock, WriteLock):
-                    self.lock.note_other_writer()
-            with self.cache.writing(before):  # searches meanwhile answer from the pre-commit state
-                result = change(before)
-                tell(self.cache, result, before)
-            return result
-
-        return commits.locked_with_retry(self.lock, locked)
 
     def _on_new_table(self, reason: str) -> None:
         """Another process dropped the table and created it again (``VersionProbe``, under its lock): the
@@ -333,6 +269,8 @@ class Store:
         if self.cache is not None:
             self.cache.invalidate()
         self._new_table = True
+        if self.on_new_table is not None:
+            self.on_new_table()
 
     def _follow_new_table(self) -> None:
         """Open the new table in place of the dropped one's handles, and load the cache from it."""
@@ -354,37 +292,6 @@ class Store:
             if self.sync is not None:
                 self.sync.use_table(self.table, self.storage_options)
                 self.sync.start_background()
-
-    def _after_rewrite(self, cache: VectorCache, _: object, before: int) -> None:
-        after = self.version()  # optimize returns no version
-        cache.apply_rewrite(before, after)
-        # A compaction never changes the rows; if the cache took it in and they differ, reload. (A cache
-        # left behind is not comparable: it catches up later, the compaction included.)
-        if cache.version == after and self.count() != len(cache):
-            cache.invalidate()
-
-    def _appender_at(self, version: int | None) -> Any:
-        """The append handle, moved to the newest version unless it is known to be at ``version``.
-
-        Even a handle left behind (a writer that ignores our lock) commits correctly: Lance finds the
-        newer versions at commit time and rebases the append onto them.
-        """
-        if self.appender is not self.table and (version is None or self._appender_version != version):
-            self.appender.checkout_latest()
-        return self.appender
-
-    def _schema_at(self, version: int | None) -> pa.Schema:
-        """The table's schema at ``version`` (read under the write lock; None: unknown).
-
-        Each read is a LanceDB call through its event loop, a large share of a commit's Python time
-        under load (docs/performance.md, 'Version reads'). A schema changes only with a commit, so the
-        schema our last append left is still the table's while the table is at that append's version.
-        """
-        if version is None or self._schema is None or self._schema[0] != version:
-            return self.table.schema
-        return self._schema[1]
-
-
 
 def _create(db: Any, name: str, schema: pa.Schema, storage_options: dict[str, str]) -> Any:
     """Create the table, or open it when another instance created it first: on object storage no lock

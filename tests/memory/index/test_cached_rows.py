@@ -69,12 +69,21 @@ def test_a_filter_the_cache_cannot_answer_is_scanned_in_lancedb(make_settings: S
     assert sorted(table.column("text").to_pylist()) == sorted(TEXTS)
 
 
-def test_another_process_add_and_delete_are_seen_by_the_next_keyword_search(make_settings: SettingsFactory) -> None:
+def _caught_up(store: Store) -> None:
+    """A read never waits for another process's commit: it starts the background catch-up; wait for that."""
+    store.read_at()
+    assert store.sync is not None and store.sync.wait_idle(30)
+
+
+def test_another_process_add_and_delete_are_seen_once_the_background_catch_up_ran(
+        make_settings: SettingsFactory) -> None:
     cached, _ = _stores(make_settings)
     [row] = [new_row("a zebra crossing near the office", _vector(7), "global", [], 0.5, None, EMBEDDER.model)]
     _external(cached.db_path, {"kind": "add", "row": {**row, "vector": row["vector"].tolist()}})
+    _caught_up(cached)
     assert [memory_id for memory_id, _ in keyword.rank(cached, "zebra", None, 10)] == [row["id"]]
     _external(cached.db_path, {"kind": "delete", "id": row["id"]})
+    _caught_up(cached)
     assert keyword.rank(cached, "zebra", None, 10) == []
 
 

@@ -17,7 +17,7 @@ from app.memory.service import MemoryService
 from app.memory.store import connection, retention
 from app.memory.store.lease import CompactionLease
 from app.memory.store.locks import ProcessLock
-from app.memory.store.table import OLD_VERSIONS_KEPT
+from app.memory.store.writes import OLD_VERSIONS_KEPT
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.support.s3 import Bucket

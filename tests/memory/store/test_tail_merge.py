@@ -11,8 +11,8 @@ import lancedb
 import numpy as np
 import pytest
 
+from app.memory.journal import flusher as flusher_module
 from app.memory.service import MemoryService
-from app.memory.store import writer as writer_module
 from app.memory.store.table import Store
 from tests.conftest import SettingsFactory
 
@@ -30,6 +30,7 @@ async def test_a_tail_merge_leaves_one_fragment_for_the_tail_and_the_same_rows(m
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         for i in range(12):
             await service.remember(f"tail memory number {i} about topic {i * 7}")
+            await service.writer.flush()  # one commit, one fragment each
         store = service.store
         before_rows, before_fragments = _rows(store), _fragments(store)
         merged = await asyncio.to_thread(store.merge_tail, 12)
@@ -45,6 +46,7 @@ async def test_a_row_another_writer_changes_while_the_tail_is_merged_keeps_that_
         make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         ids = [(await service.remember(f"shared memory {i}")).memory_id for i in range(4)]
+        await service.writer.flush()
         store = service.store
         other = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
         read_tail = store.table.take_offsets
@@ -70,10 +72,11 @@ async def test_a_row_another_writer_changes_while_the_tail_is_merged_keeps_that_
 
 async def test_the_writer_merges_the_tail_every_few_commits_between_compactions(
         make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer_module, "TAIL_MERGE_COMMITS", 4)
-    async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
+    monkeypatch.setattr(flusher_module, "TAIL_MERGE_COMMITS", 4)
+    async with MemoryService.open(make_settings(compact_every_commits=1000, flush_interval_s=0.01)) as service:
         for i in range(10):
             await service.remember(f"sequential memory {i}")
+            await service.writer.flush()
         assert await service.writer.housekeeping_idle()  # merges run in their own thread
         assert service.writer.tail_merges == 2 and service.writer.compactions == 0
         assert _fragments(service.store) <= 4  # 10 commits: 2 merged tails + 2 new fragments
@@ -85,25 +88,26 @@ async def test_quiet_spells_merge_the_tail_instead_of_rewriting_the_table(
         make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Agents write a few memories, then nothing for minutes: each quiet spell must cost a tail merge,
     not a compaction (a rewrite of every row), and must not prune the versions readers may hold."""
-    monkeypatch.setattr(writer_module, "IDLE_MERGE_S", 0.05)
+    monkeypatch.setattr(flusher_module, "IDLE_MERGE_S", 0.05)
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         writer = service.writer
         merged = asyncio.Event()
-        merge = writer._merge_tail
+        merge = writer.flusher._merge_tail
 
-        async def merge_then_tell() -> None:
-            await merge()
-            assert await writer.housekeeping_idle()  # the merge runs in its own thread
+        def merge_then_tell() -> None:
+            merge()
             merged.set()
 
-        monkeypatch.setattr(writer, "_merge_tail", merge_then_tell)
+        monkeypatch.setattr(writer.flusher, "_merge_tail", merge_then_tell)
         versions_before_spells = []
         for spell in range(3):
             versions_before_spells.append(service.store.version())
             for i in range(3):
                 await service.remember(f"spell {spell}, memory {i}")
+                await writer.flush()  # three commits, three fragments
             with anyio.fail_after(30):
-                await merged.wait()  # the writer went quiet and merged the spell's three fragments
+                await merged.wait()  # the flusher went quiet and merged the spell's three fragments
+            assert await writer.housekeeping_idle()  # the merge runs in its own thread
             merged.clear()
         assert (writer.tail_merges, writer.compactions) == (3, 0)
         assert _fragments(service.store) == 3
@@ -123,6 +127,7 @@ async def test_the_table_gets_one_id_index_which_compaction_keeps_covering_every
     settings = make_settings(compact_every_commits=1000)
     async with MemoryService.open(settings) as service:
         ids = [(await service.remember(f"indexed memory {i}")).memory_id for i in range(6)]
+        await service.writer.flush()
         store = service.store
         assert _id_indices(store) == []  # opening and appending add no index: the first merge does
         await asyncio.to_thread(store.merge_tail, 6)
@@ -132,6 +137,7 @@ async def test_the_table_gets_one_id_index_which_compaction_keeps_covering_every
         assert stats is not None and (stats.num_indexed_rows, stats.num_unindexed_rows) == (6, 0)
         assert [row["id"] for row in store.get_rows([ids[3]], ["id"])] == [ids[3]]
         await service.forget(ids[4])
+        await service.writer.flush()
         version = store.version()
     async with MemoryService.open(settings) as service:  # reopening builds no second index
         assert len(_id_indices(service.store)) == 1 and service.store.version() == version
@@ -147,6 +153,7 @@ async def test_a_table_without_an_id_index_still_merges_its_tail_when_building_o
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         for i in range(5):
             await service.remember(f"unindexed memory {i}")
+            await service.writer.flush()
         store = service.store
         before = _rows(store)
         assert await asyncio.to_thread(store.merge_tail, 5) == 5
