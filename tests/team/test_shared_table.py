@@ -1,5 +1,6 @@
-"""Two memory-mcp servers on one s3:// table (a real S3-compatible server): what one writes, forgets or
-compacts, the other sees, and nothing acknowledged is lost or stored twice."""
+"""Two memory-mcp servers on one s3:// table (a real S3-compatible server) and one team database: what one
+writes, forgets or compacts, the other sees, and nothing acknowledged is lost or stored twice. Without a team
+database (each machine journals on its own) the same holds once the servers have flushed."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ import pytest
 from app.memory.store.lease import lease_table_name
 from tests.mcp.clients import poll_until
 from tests.support.s3 import Bucket
-from tests.team.servers import recalled_ids, remember, table, team
+from tests.team.servers import journals_flushed, recalled_ids, remember, table, team
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 VISIBLE_WITHIN_S = 2.0
 
 
+@pytest.mark.parametrize("shared", ["team database", "journal per machine"])
 async def test_concurrent_remembers_on_two_servers_lose_nothing_and_duplicate_no_id(
-        s3_bucket: Bucket, tmp_path: Path) -> None:
-    with team(s3_bucket, tmp_path, {}, {}) as servers:
+        s3_bucket: Bucket, tmp_path: Path, shared: str, request: pytest.FixtureRequest) -> None:
+    team_db = request.getfixturevalue("postgres_url") if shared == "team database" else None
+    with team(s3_bucket, tmp_path, {}, {}, team_db=team_db) as servers:
         acknowledged: list[str] = []
 
         async def writer(http: httpx.AsyncClient, n: int) -> None:
@@ -34,6 +37,7 @@ async def test_concurrent_remembers_on_two_servers_lose_nothing_and_duplicate_no
                 async with anyio.create_task_group() as group:
                     for n in range(8):
                         group.start_soon(writer, http, n)
+            await journals_flushed(http, servers)
     stored = table(s3_bucket).to_arrow().column("id").to_pylist()
     assert len(acknowledged) == 160 and len(set(acknowledged)) == 160
     assert len(stored) == len(set(stored))  # no id twice
@@ -41,8 +45,8 @@ async def test_concurrent_remembers_on_two_servers_lose_nothing_and_duplicate_no
 
 
 async def test_a_memory_remembered_on_one_server_is_recalled_on_the_other_within_2_s(
-        s3_bucket: Bucket, tmp_path: Path) -> None:
-    with team(s3_bucket, tmp_path, {}, {}) as (first, second):
+        s3_bucket: Bucket, tmp_path: Path, postgres_url: str) -> None:
+    with team(s3_bucket, tmp_path, {}, {}, team_db=postgres_url) as (first, second):
         async with httpx.AsyncClient(timeout=30) as http:
             await remember(http, second, "the second server has its cache loaded")
             assert await recalled_ids(http, second, "cache loaded")
@@ -56,8 +60,9 @@ async def test_a_memory_remembered_on_one_server_is_recalled_on_the_other_within
                 assert time.monotonic() - started < VISIBLE_WITHIN_S
 
 
-async def test_a_forget_on_one_server_is_seen_on_the_other(s3_bucket: Bucket, tmp_path: Path) -> None:
-    with team(s3_bucket, tmp_path, {}, {}) as (first, second):
+async def test_a_forget_on_one_server_is_seen_on_the_other(s3_bucket: Bucket, tmp_path: Path,
+                                                            postgres_url: str) -> None:
+    with team(s3_bucket, tmp_path, {}, {}, team_db=postgres_url) as (first, second):
         async with httpx.AsyncClient(timeout=30) as http:
             memory_id = await remember(http, first, "the staging database is called orchid")
             await poll_until(lambda: http.get(f"{second.url}/api/lancedb/memories/{memory_id}"),
@@ -74,10 +79,11 @@ async def test_a_forget_on_one_server_is_seen_on_the_other(s3_bucket: Bucket, tm
             assert again.status_code == 404
 
 
-async def test_a_compaction_by_one_server_while_the_other_writes_loses_nothing(
-        s3_bucket: Bucket, tmp_path: Path) -> None:
-    # The first server compacts as often as its size rule allows; the second only writes.
-    with team(s3_bucket, tmp_path, {"MEMORY_MCP_COMPACT_EVERY_COMMITS": "1"}, {}) as (first, second):
+async def test_compactions_while_both_servers_write_lose_nothing(
+        s3_bucket: Bucket, tmp_path: Path, postgres_url: str) -> None:
+    # The flusher compacts as often as its size rule allows while both servers take writes.
+    settings = {"MEMORY_MCP_COMPACT_EVERY_COMMITS": "1"}
+    with team(s3_bucket, tmp_path, settings, settings, team_db=postgres_url) as (first, second):
         acknowledged: list[str] = []
 
         async def writer(http: httpx.AsyncClient, n: int) -> None:
@@ -90,7 +96,9 @@ async def test_a_compaction_by_one_server_while_the_other_writes_loses_nothing(
                 async with anyio.create_task_group() as group:
                     for n in range(8):
                         group.start_soon(writer, http, n)
-            commits = [(await http.get(f"{s.url}/readyz")).json()["memory"]["commits"] for s in (first, second)]
+            await journals_flushed(http, [first, second])
+            commits = [(await http.get(f"{s.url}/readyz")).json()["memory"]["journal"]["commits"]
+                       for s in (first, second)]
     shared = table(s3_bucket)
     stored = shared.to_arrow().column("id").to_pylist()
     assert len(set(acknowledged)) == len(acknowledged) == 200
@@ -98,4 +106,5 @@ async def test_a_compaction_by_one_server_while_the_other_writes_loses_nothing(
     lease_versions = table(s3_bucket, lease_table_name("memories")).version
     assert lease_versions >= 5  # created, then taken and released at least twice
     fragments = shared.stats()["fragment_stats"]["num_fragments"]
-    assert fragments < sum(commits)  # the compactions merged the fragments both servers' commits left
+    assert 0 in commits  # one server flushed: the bucket saw one writer
+    assert fragments < sum(commits)  # the compactions merged the fragments the flushes left

@@ -46,8 +46,9 @@ class RoundRobin(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-async def test_one_client_is_served_by_two_stateless_replicas_in_turn(s3_bucket: Bucket, tmp_path: Path) -> None:
-    with team(s3_bucket, tmp_path, STATELESS, STATELESS) as (first, second):
+async def test_one_client_is_served_by_two_stateless_replicas_in_turn(s3_bucket: Bucket, tmp_path: Path,
+                                                                     postgres_url: str) -> None:
+    with team(s3_bucket, tmp_path, STATELESS, STATELESS, team_db=postgres_url) as (first, second):
         balancer = RoundRobin([first.port, second.port])
         http = httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30.0, read=60.0))
         with anyio.fail_after(120):

@@ -36,6 +36,7 @@ class Depth:
 
 class Journal(Protocol):
     where: str  # for logs and doctor: a path, or the database without its password
+    across_machines: bool  # instances on other machines append to it too
 
     def append(self, entries: Sequence[Entry]) -> list[Entry]:
         """Write entries durably (one transaction); returns them with their sequence numbers.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,6 +37,15 @@ COMPACT_GROWTH = 16  # compact once the rows written since the last compaction r
 TAIL_MERGE_COMMITS = 128  # merge the fragments of the last commits this often
 PURGE_EVERY_S = 60.0
 RETRY_MAX_S = 10.0
+# Crash tests arm a failpoint by creating a file of its name in this directory: the process then dies there,
+# as a kill -9 at that instant would leave it (tests/team/test_team_chaos.py).
+FAILPOINTS_DIR = os.environ.get("MEMORY_MCP_TEST_FAILPOINTS_DIR")
+
+
+def failpoint(name: str) -> None:
+    if FAILPOINTS_DIR is not None and os.path.exists(os.path.join(FAILPOINTS_DIR, name)):
+        logger.warning("failpoint %s armed: exiting as a crash would", name)
+        os._exit(137)
 
 
 class Lease(Protocol):
@@ -70,6 +80,7 @@ class Flusher:
         self._last_purge = time.monotonic()
         self._failures = 0
         self.last_error: str | None = None
+        self.holds_lease = lease is None  # whether this instance flushes (team mode: the lease holder only)
         self.commits = 0
         self.flushes = 0
         self.rows_flushed = 0
@@ -148,6 +159,7 @@ class Flusher:
         if self.lease is None:
             return True
         held = await asyncio.to_thread(self.lease.held)
+        self.holds_lease = held
         if not held and not self._stopping:
             await asyncio.sleep(self.settings.flush_interval_s)  # another instance flushes; look again later
         return held
@@ -188,6 +200,7 @@ class Flusher:
             self.store.patch_held(rows)
             commits += 1
         marker = Marker(entries[-1].seq, self.store.probe.current())
+        failpoint("flush_committed")  # in the table, not yet recorded: the window a flush must survive
         self.journal.mark_flushed(marker)
         return Flushed(marker, len(entries), len(plan.adds) + len(patches), commits)
 
@@ -237,7 +250,7 @@ class Flusher:
 
     def stats(self) -> dict[str, Any]:
         return {"flushes": self.flushes, "rows_flushed": self.rows_flushed, "commits": self.commits,
-                "flush_error": self.last_error}
+                "flusher": self.holds_lease, "flush_error": self.last_error}
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -58,6 +58,7 @@ class PostgresJournal:
 
     def __init__(self, url: str, table_key: str) -> None:
         self.url = url
+        self.across_machines = True
         self.where = redacted(url)
         self.table_key = table_key
         self._append_key = lock_key(table_key, "append")

@@ -6,6 +6,8 @@ IMMEDIATE`` serialises appends across processes, which keeps sequence numbers in
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 import threading
 import time
@@ -37,6 +39,7 @@ class SqliteJournal:
 
     def __init__(self, path: Path, table: str) -> None:
         self.path = path
+        self.across_machines = False
         self.where = str(path)
         self.table = table
         self._lock = threading.Lock()
@@ -143,3 +146,30 @@ class _Immediate:
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
         self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+class FileLease:
+    """Which server flushes a journal file that several share on a table with no cross-process write lock
+    (object storage without a team database): an ``flock`` on a file beside the journal, kept while this
+    process lives; the kernel frees it when the process dies."""
+
+    def __init__(self, journal_path: Path) -> None:
+        self._path = journal_path.with_name(journal_path.name + ".flusher")
+        self._fd: int | None = None
+
+    def held(self) -> bool:
+        if self._fd is not None:
+            return True
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

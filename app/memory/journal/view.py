@@ -9,7 +9,7 @@ index not yet told) is shown once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,12 @@ class JournaledView:
     def __init__(self, store: Store, overlay: Overlay) -> None:
         self.store = store
         self.overlay = overlay
+        self.before_read: Callable[[], object] | None = None  # team mode: take in other instances' writes
+
+    def _snapshot(self) -> Snapshot:
+        if self.before_read is not None:
+            self.before_read()
+        return self.overlay.snapshot()
 
     @property
     def row_columns(self) -> list[str]:
@@ -39,27 +45,27 @@ class JournaledView:
         return self.store.size_hint() + len(self.overlay)
 
     def count(self) -> int:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         in_table = {row["id"] for row in self.store.get_rows(list(snap.rows), ["id"])} if snap.rows else set()
         added = sum(1 for memory_id, row in snap.rows.items() if row is not None and memory_id not in in_table)
         deleted = sum(1 for memory_id, row in snap.rows.items() if row is None and memory_id in in_table)
         return self.store.count() + added - deleted
 
     def scan(self, where: str | None, columns: Sequence[str], limit: int | None = None) -> pa.Table:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         if not snap.rows:
             return self.store.scan(where, columns, limit)
         base = self.store.scan(where, _with_id(columns), None if limit is None else limit + len(snap.rows))
         return _merged(base, snap, where, columns, limit)
 
     def scan_columns(self, where: str | None, columns: Sequence[str]) -> pa.Table:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         if not snap.rows:
             return self.store.scan_columns(where, columns)
         return _merged(self.store.scan_columns(where, _with_id(columns)), snap, where, columns, None)
 
     def get_rows(self, ids: Sequence[str], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         wanted = list(columns or self.store.row_columns)
         mine = [memory_id for memory_id in ids if memory_id in snap.rows]
         rows = self.store.get_rows([memory_id for memory_id in ids if memory_id not in snap.rows], columns)
@@ -70,14 +76,14 @@ class JournaledView:
         return rows
 
     def get_vector(self, memory_id: str) -> np.ndarray | None:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         if memory_id in snap.rows:
             row = snap.rows[memory_id]
             return None if row is None else np.asarray(row["vector"], dtype=np.float32)
         return self.store.get_vector(memory_id)
 
     def rows_with_scores(self, ids: Sequence[str], vector: np.ndarray) -> list[dict[str, Any]]:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         base = self.store.rows_with_scores([memory_id for memory_id in ids if memory_id not in snap.rows], vector)
         mine = [snap.rows[memory_id] for memory_id in dict.fromkeys(ids) if snap.rows.get(memory_id) is not None]
         if not mine:
@@ -88,14 +94,14 @@ class JournaledView:
 
     def vector_search(self, vector: np.ndarray, where: str | None, limit: int,
                       min_score: float | None = None) -> list[dict[str, Any]]:
-        snap = self.overlay.snapshot()
+        snap = self._snapshot()
         base = self.store.vector_search(vector, where, limit + len(snap.rows), min_score)
         return _best(base, snap, vector, where, limit, min_score, None)
 
     async def vector_search_async(self, vector: np.ndarray, where: str | None, limit: int,
                                   min_score: float | None = None,
                                   columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-        snap = self.overlay.snapshot()
+        snap = self.overlay.snapshot() if self.before_read is None else await asyncio.to_thread(self._snapshot)
         base = await self.store.vector_search_async(vector, where, limit + len(snap.rows), min_score, columns)
         if not snap.rows:
             return base[:limit]

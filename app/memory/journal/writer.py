@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
+import threading
 import time
 from typing import Any
 
@@ -35,6 +37,9 @@ from app.settings import Settings
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.25  # other writers' entries and flushes reach this instance within about this long
+# Team mode: a read first looks for other instances' writes unless a poll ran this recently, so a client
+# whose calls a load balancer spreads over the instances reads what it just wrote (one query, ~1 ms).
+FRESH_READ_S = 0.05
 POLL_BATCH = 10_000
 
 
@@ -50,18 +55,16 @@ def open_journal(settings: Settings) -> tuple[Journal, Lease | None]:
         from app.memory.journal.postgres_journal import FlushLease, PostgresJournal
 
         return PostgresJournal(url, table_key), FlushLease(url, table_key)
-    from app.memory.journal.sqlite_journal import SqliteJournal, default_path
+    from app.memory.journal.sqlite_journal import FileLease, SqliteJournal, default_path
 
-    if settings.journal_path is not None:
-        path = settings.journal_path
-    elif settings.db_dir is not None:
-        path = default_path(settings.db_dir)
-    else:  # a bucket without a team database: a journal of this instance's own, beside its board
-        digest = hashlib.sha256(settings.db_uri.encode()).hexdigest()[:12]
-        path = settings.kanban_db_path.parent / f"memory-mcp-journal-{digest}.sqlite3"
-        logger.warning("the memory table is on object storage but no team database is set "
-                       "(MEMORY_MCP_TEAM_DB): this instance journals and flushes on its own (%s)", path)
-    return SqliteJournal(path, settings.table), None
+    if settings.db_dir is not None:  # the write lock orders the servers on the directory: no lease
+        return SqliteJournal(settings.journal_path or default_path(settings.db_dir), settings.table), None
+    # A bucket without a team database: a journal of this machine's own, beside its board.
+    digest = hashlib.sha256(settings.db_uri.encode()).hexdigest()[:12]
+    path = settings.journal_path or settings.kanban_db_path.parent / f"memory-mcp-journal-{digest}.sqlite3"
+    logger.warning("the memory table is on object storage but no team database is set (MEMORY_MCP_TEAM_DB): "
+                   "this machine journals on its own (%s); other instances see its writes once flushed", path)
+    return SqliteJournal(path, settings.table), FileLease(path)
 
 
 class JournalWriter:
@@ -76,9 +79,13 @@ class JournalWriter:
         self.flusher = Flusher(store, journal, self.overlay, settings, lease)
         self._polled_through = 0
         self._appended_through = 0
+        self._poll_lock = threading.Lock()
+        self._polled_at = -math.inf
         self._poller: asyncio.Task[None] | None = None
         self._closing = False
         store.on_new_table = self.overlay.forget_flushed
+        if journal.across_machines:  # a team database: a read first takes in the other instances' writes
+            self.view.before_read = self._fresh_for_read
 
     @classmethod
     def open(cls, store: Store, settings: Settings, *, table_went_back: bool = False) -> JournalWriter:
@@ -148,8 +155,7 @@ class JournalWriter:
         oldest = self.overlay.oldest_unflushed_ms()
         age = None if oldest is None else round(max(0.0, time.time() - oldest / 1000), 3)
         return {"where": self.journal.where, "depth": self.depth, "oldest_unflushed_age_s": age,
-                "flushes": self.flusher.flushes, "commits": self.flusher.commits,
-                "flush_error": self.flusher.last_error}
+                **self.flusher.stats()}
 
     # The flusher's and the housekeeper's counters, under the names the rest of the service knows.
     @property
@@ -233,18 +239,31 @@ class JournalWriter:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                entries, markers = await asyncio.to_thread(self._read_news)
+                news = await asyncio.to_thread(self.poll_once)
             except Exception:  # noqa: BLE001 - the next poll retries; this instance's own writes are unaffected
                 logger.warning("reading the write journal failed; retrying", exc_info=True)
                 continue
-            if self._take(entries):
+            if news:
                 self.flusher.wake()
-            self.overlay.flushed(markers)
-            cache = self.store.cache
-            if cache is not None:
+            if self.store.cache is not None:
                 await asyncio.to_thread(self.store.read_at)  # starts reading other writers' commits, if any
-                self.overlay.index_at(cache.version)
+                self.overlay.index_at(self.store.cache.version)
 
-    def _read_news(self) -> tuple[list[Entry], list[Any]]:
-        return (self.journal.read_after(self._polled_through, POLL_BATCH),
-                self.journal.markers_after(self.overlay.flushed_through))
+    def _fresh_for_read(self) -> None:
+        try:
+            self.poll_once(FRESH_READ_S)
+        except Exception:  # noqa: BLE001 - a read answers from what is known; the poller reports the journal
+            logger.debug("the journal could not be read before a read", exc_info=True)
+
+    def poll_once(self, fresher_than_s: float = 0.0) -> bool:
+        """Read other writers' entries and flushes off the journal (blocking); True when there were new entries.
+        ``fresher_than_s``: skip it if a poll ran that recently."""
+        with self._poll_lock:
+            if time.monotonic() - self._polled_at < fresher_than_s:
+                return False
+            entries = self.journal.read_after(self._polled_through, POLL_BATCH)
+            markers = self.journal.markers_after(self.overlay.flushed_through)
+            self._polled_at = time.monotonic()
+            news = self._take(entries)
+            self.overlay.flushed(markers)
+            return news
