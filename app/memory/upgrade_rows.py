@@ -22,10 +22,11 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from app.memory import smart_metadata
+from app.memory.export import open_snapshot, scan_batches
 from app.memory.rows import tags_of
 from app.memory.store import connection, filters
 from app.memory.store.schema import parse_metadata
-from app.memory.transfer import open_snapshot, scan_batches, with_retry
+from app.memory.transfer import with_retry
 from app.settings import Settings
 
 DEFAULT_BATCH = 500
