@@ -375,6 +375,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
     from app.memory.embeddings.openclaw import describe_embedding_settings
     from app.memory.store import diagnostics
     from app.memory.store.diagnostics import Check
+    from app.memory.upgrade_rows import check as check_row_format
 
     checks = [diagnostics.check_db_path(settings.db_path),
               Check(name="embedding_settings", status="ok", detail=describe_embedding_settings(settings))]
@@ -385,6 +386,8 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         embedder_check = Check(name="embedder", status="fail", detail=str(exc),
                                fix="install the package or choose another MEMORY_MCP_EMBEDDING_PROVIDER")
     checks += diagnostics.check_table(settings, embedder)
+    if (row_format := await asyncio.to_thread(check_row_format, settings)) is not None:
+        checks.append(row_format)
     checks.append(diagnostics.check_lock(settings.db_path))
     checks.append(await asyncio.to_thread(check_server, _doctor_url(args, settings)))
     if embedder is not None:

@@ -25,6 +25,7 @@ from app.memory import smart_metadata
 from app.memory.export import open_snapshot, scan_batches
 from app.memory.rows import tags_of
 from app.memory.store import connection, filters
+from app.memory.store.diagnostics import Check
 from app.memory.store.schema import parse_metadata
 from app.memory.transfer import with_retry
 from app.settings import Settings
@@ -100,3 +101,24 @@ def upgrade_rows(settings: Settings, *, dry_run: bool = False, batch_size: int =
             report.upgraded += with_retry(commit)
     report.seconds = time.monotonic() - started
     return report
+
+
+def check(settings: Settings) -> Check | None:
+    """``doctor``'s check: rows of ours the plugin counts as legacy (a LIKE pre-filter keeps the scan to the
+    candidates). None when there is no table or it cannot be read: the table check says why."""
+    try:
+        table = open_snapshot(settings)
+        if not {"metadata", "category"} <= set(table.schema.names):
+            return None
+        candidates = "metadata LIKE '%memory-mcp%' AND metadata NOT LIKE '%\"memory_category\"%'"
+        rows = table.search().where(candidates).select(["category", "metadata"]).limit(None).to_list()
+    except Exception:  # noqa: BLE001 - TableMissing, or a damaged table the table check reports
+        return None
+    legacy = sum(1 for row in rows if _needs_stamp({**row, "text": ""}) is not None)
+    if not legacy:
+        return Check(name="row_format", status="ok",
+                     detail="memory-mcp's rows are in memory-lancedb-pro's current format")
+    return Check(name="row_format", status="warn",
+                 detail=f"{legacy} rows an earlier memory-mcp wrote lack memory-lancedb-pro's smart metadata "
+                        "(the plugin counts them as legacy and asks to upgrade them)",
+                 fix="`memory-mcp upgrade-rows` (the metadata column only; safe beside the server and the plugin)")

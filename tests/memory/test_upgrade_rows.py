@@ -16,8 +16,9 @@ from app.cli import main
 from app.memory import smart_metadata
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.rows import new_row
+from app.memory.store import diagnostics
 from app.memory.store.table import Store
-from app.memory.upgrade_rows import upgrade_rows
+from app.memory.upgrade_rows import check, upgrade_rows
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 
@@ -54,6 +55,11 @@ def test_rows_earlier_versions_wrote_get_the_smart_metadata_and_nothing_else_cha
     ids = mixed_table(settings)
     before = table_rows(settings)
 
+    assert check(make_settings(table="nothing_here")) is None
+    before_check = check(settings)
+    assert before_check is not None and before_check.status == "warn"
+    assert before_check.detail.startswith("2 rows an earlier memory-mcp wrote") and "upgrade-rows" in (
+        before_check.fix or "")
     counted = upgrade_rows(settings, dry_run=True)
     assert (counted.rows, counted.legacy_ours, counted.legacy_foreign, counted.upgraded) == (5, 2, 1, 0)
     assert table_rows(settings) == before
@@ -78,6 +84,8 @@ def test_rows_earlier_versions_wrote_get_the_smart_metadata_and_nothing_else_cha
     assert not any(smart_metadata.is_legacy(row["category"], json.loads(row["metadata"]))
                    for memory_id, row in after.items() if memory_id != ids["foreign"])
 
+    assert check(settings) == diagnostics.Check(
+        name="row_format", status="ok", detail="memory-mcp's rows are in memory-lancedb-pro's current format")
     db = lancedb.connect(str(settings.db_path))
     version = db.open_table(settings.table).version
     again = upgrade_rows(settings)
