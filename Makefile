@@ -6,12 +6,12 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TOOLS := $(VENV)/.installed-test
 
-.PHONY: help install install-test run test interop lint bench clean
+.PHONY: help install install-test run test check-long interop lint bench clean
 # Another browser binary (no root, no apt): MEMORY_MCP_TEST_CHROMIUM=/path/to/chromium make test
 CHROMIUM := $(or $(MEMORY_MCP_TEST_CHROMIUM),/usr/bin/chromium)
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,9 +35,16 @@ $(CHROMIUM):
 run: install ## start the server on 127.0.0.1:3002 (local model, local LanceDB, local kanban)
 	$(BIN)/memory-mcp serve
 
-test: $(TOOLS) $(CHROMIUM) ## lint, then run every test
+# Tests run in parallel workers (pytest-xdist), each with its own ports, temp dirs, PostgreSQL and moto_server.
+# TEST_WORKERS=1 runs them in one process; `pytest tests/x` alone runs serially.
+TEST_WORKERS ?= auto
+
+test: $(TOOLS) $(CHROMIUM) ## lint, then every test but the long checks, in parallel
 	$(BIN)/ruff check app tests bench interop
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
+
+check-long: $(TOOLS) ## the long end-to-end checks: schemathesis's full run, the wheel install, mixed-transport load
+	$(BIN)/pytest -m long
 
 lint: $(TOOLS) ## ruff only
 	$(BIN)/ruff check app tests bench interop

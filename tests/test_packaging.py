@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.server import free_port, wait_until_ready
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # `make check-long`
 REPO = Path(__file__).resolve().parents[1]
 
 

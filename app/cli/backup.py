@@ -4,8 +4,9 @@ The archive (``.tar.gz``) holds ``memories.jsonl`` (the ``export`` format, vecto
 with the same model embeds nothing), ``board.sqlite3`` (a consistent copy made with SQLite's backup API,
 safe beside a running server), the jobs' audit log when there is one, and ``manifest.json``.
 
-A restore adds the memories the table lacks (like ``import``) and puts the board back. It refuses to
-replace a board that already holds tasks unless ``--replace-board`` is given; stop the server first.
+A restore adds the memories the table lacks (like ``import``) and puts the board back. A board that
+already holds tasks is replaced only with ``--replace-board`` (stop the server first); without it the
+memories are still restored, the board is left as it was, and the command says so and exits 1.
 Exit codes: 0 ok, 1 failed, 2 usage.
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from app.cli.data import vector_mode, vector_options
 from app.cli.env import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from app.cli.output import command_seconds
 
 MEMORIES = "memories.jsonl"
 BOARD = "board.sqlite3"
@@ -73,7 +75,6 @@ def backup(args: argparse.Namespace) -> int:
     from app.kanban.job_audit import audit_path
     from app.memory.export import TableMissing, export_jsonl
 
-    started = time.monotonic()
     settings = _settings(args)
     target = Path(args.file or time.strftime("memory-mcp-backup-%Y%m%d-%H%M%S.tar.gz")).expanduser()
     with tempfile.TemporaryDirectory(prefix="memory-mcp-backup-") as tmp:
@@ -97,7 +98,7 @@ def backup(args: argparse.Namespace) -> int:
                 archive.add(audit, arcname=AUDIT)
         os.replace(partial, target)
     board_text = "no board" if tasks is None else f"the board ({tasks} tasks)"
-    print(f"backed up {rows} memories and {board_text} to {target} in {time.monotonic() - started:.1f} s",
+    print(f"backed up {rows} memories and {board_text} to {target} in {command_seconds():.1f} s",
           file=sys.stderr)
     return EXIT_OK
 
@@ -109,14 +110,12 @@ def _members(archive: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
     return members
 
 
-def _check_board(board: Path, replace: bool) -> None:
+def _tasks_in_the_way(board: Path, replace: bool) -> int:
+    """How many tasks the board to be replaced holds (0 when it may be replaced)."""
     if not board.is_file() or replace:
-        return
+        return 0
     with closing(sqlite3.connect(board.resolve().as_uri() + "?mode=ro", uri=True)) as conn:
-        tasks = _count_tasks(conn)
-    if tasks:
-        raise BackupError(f"the board at {board} already holds {tasks} tasks: pass --replace-board to replace it "
-                          "(stop the server first)")
+        return _count_tasks(conn)
 
 
 async def _import(lines: io.TextIOWrapper, settings: Any, vectors: Any) -> Any:
@@ -132,7 +131,6 @@ async def _import(lines: io.TextIOWrapper, settings: Any, vectors: Any) -> Any:
 
 
 def restore(args: argparse.Namespace) -> int:
-    started = time.monotonic()
     settings = _settings(args)
     source = Path(args.file).expanduser()
     board = settings.kanban_db_path
@@ -142,11 +140,18 @@ def restore(args: argparse.Namespace) -> int:
         raise BackupError(f"cannot read {source}: {exc}", EXIT_USAGE) from None
     with archive:
         members = _members(archive)
-        _check_board(board, args.replace_board)  # before anything is written
+        in_the_way = _tasks_in_the_way(board, args.replace_board) if BOARD in members else 0
         memories = archive.extractfile(members[MEMORIES])
         assert memories is not None  # noqa: S101 - a regular file member
         report = asyncio.run(_import(io.TextIOWrapper(memories, encoding="utf-8"), settings, vector_mode(args)))
         tasks = None
+        if in_the_way:
+            # The memories are added (nothing of them is replaced); the board only with --replace-board.
+            print(f"restored {report.written} memories ({report.skipped_existing} already there) into "
+                  f"{report.db_path}/{report.table}, but not the board: the board at {board} already holds "
+                  f"{in_the_way} tasks and was left as it was; pass --replace-board to replace it with the "
+                  f"backup's (stop the server first). {command_seconds():.1f} s", file=sys.stderr)
+            return EXIT_REFUSED
         if BOARD in members:
             with tempfile.TemporaryDirectory(prefix="memory-mcp-restore-") as tmp:
                 copy = Path(tmp) / BOARD
@@ -163,7 +168,7 @@ def restore(args: argparse.Namespace) -> int:
             audit_path(board).write_bytes(audit.read())
     board_text = "no board in the backup" if tasks is None else f"the board ({tasks} tasks) into {board}"
     print(f"restored {report.written} memories ({report.skipped_existing} already there) into "
-          f"{report.db_path}/{report.table} and {board_text} in {time.monotonic() - started:.1f} s", file=sys.stderr)
+          f"{report.db_path}/{report.table} and {board_text} in {command_seconds():.1f} s", file=sys.stderr)
     return EXIT_OK
 
 

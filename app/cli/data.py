@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import ValidationError
 
-from app.cli.output import print_json
+from app.cli.output import command_seconds, print_json
 from app.errors import AppError
 from app.settings import Settings
 
@@ -140,7 +140,6 @@ def _utf8(stream: TextIO) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    started = time.monotonic()  # the whole command, LanceDB's import and the table's opening included
     from app.memory.export import export_jsonl
 
     settings = _settings(args)
@@ -160,7 +159,7 @@ def _export(args: argparse.Namespace) -> int:
         os.replace(partial, path)
         destination = str(path)
     bar.close()
-    seconds = time.monotonic() - started
+    seconds = command_seconds()  # the whole command, imports included
     rate = report.rows / seconds if seconds else 0.0
     print(f"exported {report.rows} rows ({'with' if report.vectors else 'without'} vectors, table version "
           f"{report.table_version}) to {destination} in {seconds:.1f} s ({rate:.0f} rows/s)", file=sys.stderr)
@@ -181,7 +180,6 @@ def _summary(verb: str, report: Any) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    started = time.monotonic()  # the whole command, the imports and the embedding model's loading included
     from app.memory.transfer import import_jsonl
 
     settings = _settings(args)
@@ -201,7 +199,7 @@ def _import(args: argparse.Namespace) -> int:
             report = asyncio.run(_with_embedder(settings, work))
         finally:
             bar.close()
-    report.seconds = time.monotonic() - started
+    report.seconds = command_seconds()  # the whole command, imports included
     if args.json:
         print_json(report.model_dump())
     else:
@@ -250,7 +248,6 @@ def _plugin_note(source: Settings) -> str:
 
 
 def _reembed(args: argparse.Namespace) -> int:
-    started = time.monotonic()
     from app.memory.reembed import default_target_table, reembed
 
     source = _settings(args, embedding_provider=args.provider)
@@ -269,7 +266,7 @@ def _reembed(args: argparse.Namespace) -> int:
         target, report = asyncio.run(_with_embedder(source, work))
     finally:
         bar.close()
-    report.seconds = time.monotonic() - started
+    report.seconds = command_seconds()  # the whole command, imports included
     if args.json:
         print_json({**report.model_dump(), "switch": _switch_hint(target, bool(args.into)) + _plugin_note(source)})
     else:
@@ -385,7 +382,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         embedder = None
         embedder_check = Check(name="embedder", status="fail", detail=str(exc),
                                fix="install the package or choose another MEMORY_MCP_EMBEDDING_PROVIDER")
-    checks += diagnostics.check_table(settings, embedder)
+    checks += diagnostics.check_table(settings, embedder, full=args.full)
     if (row_format := await asyncio.to_thread(check_row_format, settings)) is not None:
         checks.append(row_format)
     checks.append(diagnostics.check_lock(settings.db_path))
@@ -488,6 +485,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     _embedder_options(doctor)
     doctor.add_argument("--url", help="server URL to probe (default MEMORY_MCP_URL, else host:port from settings)")
     doctor.add_argument("--compact", action="store_true", help="compact the table's fragments first")
+    doctor.add_argument("--full", action="store_true",
+                        help="check every row, not the first 10,000 (slow on a large table)")
     doctor.add_argument("--fix", action="store_true",
                         help="repair what is safe first: a stale write lock, an earlier version's lock directory")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")

@@ -8,11 +8,30 @@ screen or reorder a line in someone's terminal.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
+import time
 from datetime import datetime
 from typing import Any
+
+_LOADED = time.monotonic()
+
+
+def command_seconds() -> float:
+    """Seconds since this process started: the duration a command reports is the one its caller waited.
+
+    Imports alone took 27 s of a 30 s backup on a loaded machine, and a clock started inside the command
+    printed 2.8 s. On Linux the process's start time comes from /proc; elsewhere, from this module's import.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat, open("/proc/uptime", encoding="ascii") as uptime:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+            return max(0.0, float(uptime.read().split()[0]) - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _LOADED
+
 
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
 

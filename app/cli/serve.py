@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import socket
 import sys
 from typing import Any
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pydantic_settings import SettingsError
 
     from app.settings import Settings, describe_errors
+    from app.settings_checks import problems
 
     overrides: dict[str, Any] = {}
     for field in ("host", "port", "db_path", "embedding_provider", "kanban_db"):
@@ -47,11 +49,21 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:  # a value the settings sources could not even parse (.env syntax, …)
         print(f"memory-mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # Paths that must be usable and a board that must answer, before the port opens (app/settings_checks.py).
+    refused = problems(settings)
+    for line in refused:
+        print(f"memory-mcp: {line}", file=sys.stderr)
+    if refused:
+        return EXIT_USAGE
     # Bind before the app and its heavy imports: a busy port is an error at once, before anything
     # says "ready".
     try:
         listener = bind_listener(settings.host, settings.port)
     except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:  # no such address here, or a port this user may not bind
+            print(f"memory-mcp: MEMORY_MCP_HOST / MEMORY_MCP_PORT: cannot listen on {settings.host}:{settings.port} "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            return EXIT_USAGE
         print(f"memory-mcp: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}. "
               "Is another memory-mcp already running? Stop it, or choose another port with --port "
               "or MEMORY_MCP_PORT.", file=sys.stderr)

@@ -2,10 +2,16 @@
 
 Each open session or stream is a lease held by the credential that opened it. A credential may hold
 ``per_owner`` leases, and the server ``total`` (a backstop against clients inventing credentials).
-When a new lease would pass either limit, the least recently used *idle* lease (no request in flight)
-of that credential (for ``total``: of anybody) is evicted instead of refusing the newcomer; only when
-every candidate is busy is the newcomer refused. So abandoned sessions of one token cost that token its
-oldest idle ones, never another token its access.
+When a new lease would pass either limit, an *idle* lease (no request in flight) of that credential
+(for ``total``: of anybody) is ended instead of refusing the newcomer, chosen in this order:
+
+1. one that never made a call (an ``initialize`` nobody followed up; a stream that never carried a message),
+2. one not used for ``RECENT_USE_S``,
+3. only then one used recently;
+
+the least recently used first within each. Only when every candidate is busy is the newcomer refused.
+So with no token, where every local process is one credential, a process opening sessions it never
+uses pushes out its own abandoned ones, never a client that is working (docs/operations.md, 'Sessions').
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from app.errors import Unavailable
 logger = logging.getLogger(__name__)
 
 ANONYMOUS_OWNER = "anonymous"
+#: A lease used within this many seconds gives way only when no unused or stale lease can.
+RECENT_USE_S = 300.0
+#: The time leases are judged by; a test replaces it to play minutes of use in milliseconds.
+clock: Callable[[], float] = time.monotonic
 
 
 def credential_of(scope: Scope) -> str | None:
@@ -50,12 +60,19 @@ class Lease:
     owner: str
     evict: Callable[[], object]  # ends it; what it returns (an awaitable, say) is the caller's to handle
     busy: int = 0
-    last_used: float = field(default_factory=time.monotonic)
+    calls: int = 0  # requests that did something, beyond opening it (an initialized notification is not one)
+    last_used: float = field(default_factory=lambda: clock())
 
     def add_busy(self, delta: int) -> None:
         """Count work running on the lease beyond the requests :meth:`LeaseTable.in_use` sees."""
         self.busy += delta
-        self.last_used = time.monotonic()
+        self.last_used = clock()
+
+    def rank(self, now: float) -> int:
+        """Who gives way first: 0 never called, 1 not used for ``RECENT_USE_S``, 2 used recently."""
+        if self.calls == 0:
+            return 0
+        return 1 if now - self.last_used >= RECENT_USE_S else 2
 
 
 class LeaseTable:
@@ -106,14 +123,20 @@ class LeaseTable:
         for victim in victims:
             del self._leases[victim.key]
         if victims:
-            logger.info("%s limit reached: %d least recently used idle one(s) give way", self.what, len(victims))
+            now = clock()
+            ranks = [victim.rank(now) for victim in victims]
+            logger.info("%s limit reached: %d idle one(s) give way (%d never used, %d unused for %gs, %d used "
+                        "recently)", self.what, len(victims), ranks.count(0), ranks.count(1), RECENT_USE_S,
+                        ranks.count(2))
         return victims
 
     def _oldest_idle(self, owner: str | None, count: int, taken: list[Lease]) -> list[Lease]:
-        found = [
+        now = clock()
+        idle = [
             lease for lease in self._leases.values()
             if lease.busy == 0 and (owner is None or lease.owner == owner) and lease not in taken
-        ][:count]
+        ]
+        found = sorted(idle, key=lambda lease: lease.rank(now))[:count]  # stable: least recently used first
         if len(found) < count:
             limit = f"this credential's {self.per_owner}" if owner is not None else f"all {self.total}"
             raise Unavailable(
@@ -126,14 +149,21 @@ class LeaseTable:
     def release(self, key: Hashable) -> None:
         self._leases.pop(key, None)
 
+    def record_call(self, key: Hashable) -> None:
+        """Count a call on the lease (for a caller that learns what a request is only once it reads it)."""
+        lease = self._leases.get(key)
+        if lease is not None:
+            lease.calls += 1
+
     @contextmanager
-    def in_use(self, key: Hashable) -> Iterator[None]:
-        """Mark the lease busy while a request runs on it, and most recently used."""
+    def in_use(self, key: Hashable, *, call: bool = True) -> Iterator[None]:
+        """Mark the lease busy while a request runs on it, and most recently used; ``call``: count it as a call."""
         lease = self._leases.get(key)
         if lease is None:
             yield
             return
         lease.busy += 1
+        lease.calls += call
         self._touch(lease)
         try:
             yield
@@ -142,7 +172,7 @@ class LeaseTable:
             self._touch(lease)
 
     def _touch(self, lease: Lease) -> None:
-        lease.last_used = time.monotonic()
+        lease.last_used = clock()
         if lease.key in self._leases:
             self._leases.move_to_end(lease.key)
 

@@ -137,6 +137,9 @@ class JobRunner:
                 # uvloop runs the at-fork hooks, and LanceDB's warns that it is not fork-safe; the child
                 # execs the launcher at once, so nothing of LanceDB runs in it.
                 warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
+                # The same from the LanceDB this project pins, printed by the child into the server's log.
+                warnings.filterwarnings("ignore", message="lancedb fork support is experimental",
+                                        category=RuntimeWarning)
                 process = await asyncio.create_subprocess_exec(
                     *launch_argv(argv),
                     stdin=asyncio.subprocess.DEVNULL,

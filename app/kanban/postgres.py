@@ -10,6 +10,8 @@ change marker the dashboard polls. Statements are the stores' own SQL with ``?``
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +28,13 @@ logger = logging.getLogger(__name__)
 POOL_MAX = 8  # more than the default thread pool that runs the stores' calls
 CONNECT_TIMEOUT_S = 5
 POOL_TIMEOUT_S = 10.0
+# A call waits for a pooled connection in slices this long; after each, one direct connection attempt
+# tells a busy pool (wait on) from a database that is down (answer 503 at once).
+ACQUIRE_SLICE_S = 0.5
+# While the database is down, a background thread tries a connection this often; the first that works
+# brings the board back. libpq's shortest connect timeout is 2 s.
+RECONNECT_EVERY_S = 0.5
+PROBE_CONNECT_TIMEOUT_S = 2
 LOCK_TIMEOUT_MS = 10_000  # as SQLite's busy timeout: a writer waits this long for another's turn
 # pg_advisory_xact_lock key held while migrating, so instances starting together migrate once.
 MIGRATION_LOCK = 0x6B616E62616E  # "kanban"
@@ -109,6 +118,10 @@ class PostgresDatabase:
     def __init__(self, url: str) -> None:
         self.url = url
         self.location = redacted(url)
+        self._down: str | None = None  # why, while the database is known not to answer
+        self._state = threading.Lock()
+        self._reconnecting: threading.Thread | None = None
+        self._closed = threading.Event()
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S, name="kanban",
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S,
@@ -123,14 +136,81 @@ class PostgresDatabase:
             self._pool.close()
             raise BoardUnavailable(f"the board database {self.location} does not answer") from exc
 
+    # --- fail fast while the database is down -------------------------------------------------
+
+    @property
+    def is_down(self) -> bool:
+        return self._down is not None
+
+    def _unavailable(self, cause: object) -> BoardUnavailable:
+        return BoardUnavailable(f"the board database {self.location} is unavailable: {cause}", retry_after_s=1)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A pooled connection, or 503 ``board_unavailable`` at once while the database is known down.
+
+        Raises:
+            BoardUnavailable: down, no connection within ``POOL_TIMEOUT_S``, or the connection failed.
+        """
+        if self._down is not None:
+            raise self._unavailable(f"{self._down} (reconnecting in the background)")
+        conn = self._acquire()
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            # A lock timeout is an OperationalError too; only a broken connection asks whether the server is there.
+            if conn.broken and not self._answers():
+                self._mark_down(str(exc).strip() or type(exc).__name__)
+            raise self._unavailable(exc) from exc
+        finally:
+            self._pool.putconn(conn)
+
+    def _acquire(self) -> psycopg.Connection[dict[str, Any]]:
+        deadline = time.monotonic() + POOL_TIMEOUT_S
+        while True:
+            try:
+                return self._pool.getconn(timeout=min(ACQUIRE_SLICE_S, max(0.01, deadline - time.monotonic())))
+            except PoolTimeout as exc:
+                if self._down is None and not self._answers():
+                    self._mark_down("no connection to it can be made")
+                if self._down is not None:
+                    raise self._unavailable(f"{self._down} (reconnecting in the background)") from exc
+                if time.monotonic() >= deadline:
+                    raise self._unavailable(f"every connection stayed busy for {POOL_TIMEOUT_S:g}s") from exc
+
+    def _answers(self) -> bool:
+        """One direct connection attempt, outside the pool: does the server answer at all?"""
+        try:
+            psycopg.connect(self.url, connect_timeout=PROBE_CONNECT_TIMEOUT_S).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def _mark_down(self, cause: str) -> None:
+        with self._state:
+            if self._down is not None or self._closed.is_set():
+                return
+            self._down = cause
+            logger.warning("kanban board %s does not answer (%s): board calls answer 503 until it does; "
+                           "reconnecting every %gs", self.location, cause, RECONNECT_EVERY_S)
+            self._reconnecting = threading.Thread(target=self._reconnect, name="kanban-reconnect", daemon=True)
+            self._reconnecting.start()
+
+    def _reconnect(self) -> None:
+        while not self._closed.wait(RECONNECT_EVERY_S):
+            if self._answers():
+                self._pool.check()  # drop the pooled connections that died with the server
+                with self._state:
+                    self._down = None
+                logger.info("kanban board %s answers again", self.location)
+                return
+
+    # --- transactions -----------------------------------------------------------------------
+
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise BoardUnavailable(f"the board database {self.location} is unavailable: {exc}",
-                                   retry_after_s=1) from exc
+        with self._connection() as conn, conn.transaction():
+            yield conn
 
     @contextmanager
     def write(self) -> Iterator[PgConnection]:
@@ -146,12 +226,8 @@ class PostgresDatabase:
 
     def change_marker(self) -> int:
         """The ``changes`` counter: one statement in autocommit, polled by every open dashboard."""
-        try:
-            with self._pool.connection() as conn:
-                row = conn.execute("SELECT value FROM counters WHERE name = 'changes'").fetchone()
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise BoardUnavailable(f"the board database {self.location} is unavailable: {exc}",
-                                   retry_after_s=1) from exc
+        with self._connection() as conn:
+            row = conn.execute("SELECT value FROM counters WHERE name = 'changes'").fetchone()
         return int(row["value"]) if row else 0
 
     def migrate(self) -> int:
@@ -182,4 +258,7 @@ class PostgresDatabase:
         return SCHEMA_VERSION
 
     def close(self) -> None:
+        self._closed.set()
+        if self._reconnecting is not None:
+            self._reconnecting.join(PROBE_CONNECT_TIMEOUT_S + RECONNECT_EVERY_S + 1)
         self._pool.close()

@@ -33,8 +33,6 @@ STREAMABLE_PATH = "/mcp"
 SSE_PATH = "/mcp/sse"
 MESSAGE_PATH = "/mcp/message"
 SESSION_IDLE_TIMEOUT_S = 600.0  # idle Streamable HTTP sessions close after 10 min (the SDK default is 30)
-MAX_SESSIONS = 64  # per credential and transport; past it the credential's least recently used idle one ends
-MAX_SESSIONS_TOTAL = 1024  # per transport, whatever the credentials (with no token, any header is one)
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
@@ -132,7 +130,8 @@ class McpFrontEnd:
             max_request_body_size=settings.max_body_bytes,
         )
         self.session_manager = self.server.session_manager
-        self.streamable = StreamableSessions(self.session_manager, per_owner=MAX_SESSIONS, total=MAX_SESSIONS_TOTAL)
+        self.streamable = StreamableSessions(self.session_manager, per_owner=settings.max_sessions,
+                                             total=settings.max_sessions_total)
         self.one_shot_manager = StreamableHTTPSessionManager(
             app=self.session_manager.app,
             stateless=True,
@@ -145,8 +144,8 @@ class McpFrontEnd:
             security,
             self.one_shot_manager,
             message_path=MESSAGE_PATH,
-            max_streams=MAX_SESSIONS,
-            max_streams_total=MAX_SESSIONS_TOTAL,
+            max_streams=settings.max_sessions,  # per credential; past it app/edge/leases.py picks who gives way
+            max_streams_total=settings.max_sessions_total,
             max_body_bytes=settings.max_body_bytes,
             endpoint_format=settings.sse_endpoint_format,
         )

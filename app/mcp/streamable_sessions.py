@@ -2,14 +2,16 @@
 
 The SDK caps sessions globally and refuses the next client with 503, so 64 sessions one token
 abandoned locked every other token out for the idle timeout. Here each credential holds at most
-``per_owner`` sessions (``app/edge/leases.py``); its least recently used idle one is ended (a
+``per_owner`` sessions (``app/edge/leases.py``); an idle one is ended (never-used ones first; a
 ``DELETE`` through the SDK's own handler, as a client would) to admit its next one. A request naming
 another credential's session gets a JSON 404, as if it did not exist.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -23,6 +25,7 @@ from app.mcp.wire import error
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = b"mcp-session-id"
+CALL_SNIFF_BYTES = 64 * 1024  # a body is read this far to tell a call from a notification
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -59,7 +62,9 @@ class StreamableSessions:
                 status.append(message["status"])
             await send(message)
 
-        with self.leases.in_use(session_id):
+        if lease is not None and scope["method"] == "POST":
+            receive = _CallWatch(receive, lambda: self.leases.record_call(session_id))
+        with self.leases.in_use(session_id, call=False):
             await self._manager.handle_request(scope, receive, watch)
         if session_id is not None and (scope["method"] == "DELETE" or status[:1] == [404]):
             self.leases.release(session_id)  # ended by its client, or by the SDK's idle timeout
@@ -101,6 +106,41 @@ class StreamableSessions:
 
         await self._manager.handle_request(delete_scope, receive, discard)
         logger.debug("evicted Streamable HTTP session %s", str(session_id)[:8])
+
+
+class _CallWatch:
+    """A ``receive`` that reports a call once the body it passed on holds a JSON-RPC request or response.
+
+    Notifications (``notifications/initialized`` among them) are not calls: a session that only finished
+    its handshake is one its client may have abandoned, and it gives way first (``app/edge/leases.py``).
+    """
+
+    def __init__(self, receive: Receive, on_call: Callable[[], None]) -> None:
+        self._receive = receive
+        self._on_call = on_call
+        self._body = bytearray()
+        self._done = False
+
+    async def __call__(self) -> Message:
+        message = await self._receive()
+        if not self._done and message["type"] == "http.request":
+            self._body += message.get("body", b"")[: CALL_SNIFF_BYTES + 1 - len(self._body)]
+            if not message.get("more_body", False) or len(self._body) > CALL_SNIFF_BYTES:
+                self._done = True
+                if _holds_call(bytes(self._body)):
+                    self._on_call()
+        return message
+
+
+def _holds_call(body: bytes) -> bool:
+    if len(body) > CALL_SNIFF_BYTES:
+        return True  # only a call carries that much
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    return any(isinstance(message, dict) and "id" in message for message in messages)
 
 
 def _closing_scope(opening: Scope, session_id: str) -> Scope:

@@ -21,7 +21,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """Readiness: both stores open, the model and the vector cache loaded; ``loading`` names what is not yet.
+    """Readiness: the gate open, both stores open, the model and the vector cache loaded; ``loading`` names
+    what is not yet. A 200 means every front end (REST, MCP, the dashboard) serves the next request.
 
     The server answers requests before that (they wait at the start-up gate, remember waits for the
     model, recall uses keyword search and searches LanceDB until the loads end); 503 until ready.
@@ -39,7 +40,9 @@ async def readyz(request: Request) -> JSONResponse:
         body["kanban"] = services.kanban.health()
     except Exception as exc:  # noqa: BLE001
         body["kanban"] = {"ready": False, "error": str(exc)}
-    ready = startup.failure is None and not loading and all(
+    # The gate's own state too: between the last service opening and the gate opening, REST still answers
+    # 503 starting, and a caller that trusted a 200 here would get it.
+    ready = startup.is_open and startup.is_loaded and not loading and all(
         bool(body[part].get("ready", True)) for part in ("memory", "kanban"))
     body["loading"] = loading
     body["status"] = "ok" if ready else "failed" if startup.failure is not None else "starting"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import tarfile
+import time
 from pathlib import Path
 
 import anyio
@@ -75,12 +80,28 @@ def test_restore_never_replaces_a_board_with_tasks_unless_asked(
     before = (busy / "kanban.sqlite3").read_bytes()
 
     assert _cli(busy, "restore", str(archive)) == 1
-    assert "--replace-board" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    # The memories are restored all the same (its own two have other ids); the board is kept, and it says so.
+    assert "restored 2 memories (0 already there)" in said and "but not the board" in said
+    assert "already holds 1 tasks and was left as it was" in said and "--replace-board" in said
     assert (busy / "kanban.sqlite3").read_bytes() == before
     assert _cli(busy, "restore", str(archive), "--replace-board") == 0
-    assert "restored 2 memories (0 already there)" in capsys.readouterr().err  # its own two have other ids
-    assert _cli(busy, "restore", str(archive), "--replace-board") == 0
     assert "restored 0 memories (2 already there)" in capsys.readouterr().err
+    texts, _, _ = anyio.run(_read, make_settings(db_path=busy / "lancedb", kanban_db=busy / "kanban.sqlite3"))
+    assert len(texts) == 4
+
+
+def test_a_command_reports_the_time_its_caller_waited_imports_included(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMORY_MCP_EMBEDDING_PROVIDER": "hash"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "app.cli", "backup", str(tmp_path / "b.tar.gz"), "--db",
+                           str(tmp_path / "lancedb"), "--kanban-db", str(tmp_path / "k.sqlite3")],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    waited = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    reported = float(re.search(r" in ([0-9.]+) s", done.stderr).group(1))
+    # The imports alone are most of a small backup: a clock started inside the command said a tenth of this.
+    assert 0.5 * waited <= reported <= waited + 0.1, (reported, waited)
 
 
 def test_restore_of_something_else_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

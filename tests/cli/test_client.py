@@ -39,6 +39,8 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 @pytest.fixture
 def server(live_server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> LiveServer:
     monkeypatch.setenv("MEMORY_MCP_URL", live_server.url)
+    # Tables as on a wide terminal, whatever the test worker's stdout is: what they hold is under test here.
+    monkeypatch.setenv("COLUMNS", "160")
     return live_server
 
 

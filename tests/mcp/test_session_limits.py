@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.mcp import front_end
+from app.edge import leases
 from tests.conftest import SettingsFactory
 from tests.mcp.clients import RawSseClient, streamable_session
 from tests.support.server import run_server
@@ -18,6 +18,7 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOKENS = {"tok-abandoner-0123": "abandoner", "tok-worker-01234": "worker"}
 
 
@@ -31,7 +32,7 @@ def _session_headers(session_id: str, token: str) -> dict[str, str]:
 
 async def test_80_abandoned_streamable_sessions_of_one_token_lock_nobody_out(make_settings: SettingsFactory) -> None:
     abandoned = 80
-    assert abandoned > front_end.MAX_SESSIONS
+    assert abandoned > make_settings().max_sessions
     with run_server(make_settings(agent_tokens=TOKENS)) as server:
         url = f"{server.url}/mcp"
         async with httpx.AsyncClient(timeout=10) as http:
@@ -74,10 +75,9 @@ async def test_a_streamable_session_of_another_token_with_the_same_agent_is_not_
 
 
 async def test_a_legacy_stream_past_the_limit_ends_the_oldest_idle_one_of_that_token(
-    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+    make_settings: SettingsFactory,
 ) -> None:
-    monkeypatch.setattr(front_end, "MAX_SESSIONS", 2)
-    with run_server(make_settings(agent_tokens=TOKENS)) as server:
+    with run_server(make_settings(agent_tokens=TOKENS, max_sessions=2)) as server:
         async with httpx.AsyncClient(timeout=10) as http:
             mine = _bearer("tok-abandoner-0123")
             first, second, third = (RawSseClient(http, server.url, mine) for _ in range(3))
@@ -87,3 +87,55 @@ async def test_a_legacy_stream_past_the_limit_ends_the_oldest_idle_one_of_that_t
                     await first.next_event()
                 async with RawSseClient(http, server.url, _bearer("tok-worker-01234")).connect() as other:
                     assert other.session_id
+
+
+async def test_200_abandoned_initializes_never_push_out_a_client_that_calls_every_10_s(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No token: every local process is one credential. The lease clock is played, not waited for.
+    now = [1_000.0]
+    monkeypatch.setattr(leases, "clock", lambda: now[0])
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_facts", "arguments": {}}}
+    with run_server(make_settings()) as server:
+        url = f"{server.url}/mcp"
+        async with httpx.AsyncClient(timeout=10) as http:
+            opened = await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)
+            mine = {**STREAMABLE_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"],
+                    "mcp-protocol-version": "2025-06-18"}
+            initialized = await http.post(url, json=INITIALIZED, headers=mine)
+            calls, abandoned = [], []
+            for number in range(200):
+                if number % 100 == 0:  # 100 initializes in each 10 s: more than the limit between two calls
+                    calls.append((await http.post(url, json=call, headers=mine)).status_code)
+                now[0] += 0.1
+                abandoned.append(await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS))
+            calls.append((await http.post(url, json=call, headers=mine)).status_code)
+            oldest = abandoned[0].headers["mcp-session-id"]
+            gone = await http.post(url, json=PING, headers={**mine, "mcp-session-id": oldest})
+    assert initialized.status_code == 202
+    assert [response.status_code for response in abandoned] == [200] * 200
+    assert calls == [200, 200, 200]
+    assert gone.status_code == 404  # the limit was reached: abandoned sessions gave way, not the working one
+
+
+async def test_a_session_that_only_finished_its_handshake_gives_way_before_one_that_called(
+    make_settings: SettingsFactory,
+) -> None:
+    with run_server(make_settings(max_sessions=2)) as server:
+        url = f"{server.url}/mcp"
+        async with httpx.AsyncClient(timeout=10) as http:
+            ids = []
+            for _ in range(2):
+                opened = await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)
+                ids.append(opened.headers["mcp-session-id"])
+            worker, idle = ({**STREAMABLE_HEADERS, "mcp-session-id": i, "mcp-protocol-version": "2025-06-18"}
+                            for i in ids)
+            # The worker calls, then both finish the handshake: the worker is now the least recently used.
+            assert (await http.post(url, json=PING, headers=worker)).status_code == 200
+            assert (await http.post(url, json=INITIALIZED, headers=worker)).status_code == 202
+            assert (await http.post(url, json=INITIALIZED, headers=idle)).status_code == 202
+            await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)
+            worker_after = await http.post(url, json=PING, headers=worker)
+            idle_after = await http.post(url, json=PING, headers=idle)
+    assert worker_after.status_code == 200
+    assert idle_after.status_code == 404

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -354,11 +355,14 @@ def ts_sdk_modules() -> Iterator[Path]:
     """``@modelcontextprotocol/sdk@1`` installed with npm into a cache outside the repository (once)."""
     assert NPM is not None
     package = TS_SDK_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
-    if not package.exists():
-        TS_SDK_DIR.mkdir(parents=True, exist_ok=True)
-        install = [NPM, "install", "--prefix", str(TS_SDK_DIR), "--no-audit", "--no-fund", TS_SDK_SPEC]
-        done = subprocess.run(install, capture_output=True, text=True, timeout=240, check=False)
-        assert done.returncode == 0, f"npm install {TS_SDK_SPEC} failed:\n{done.stderr}"
+    TS_SDK_DIR.mkdir(parents=True, exist_ok=True)
+    # One install at a time: parallel test workers (or two checkouts) share this cache.
+    with (TS_SDK_DIR / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not package.exists():
+            install = [NPM, "install", "--prefix", str(TS_SDK_DIR), "--no-audit", "--no-fund", TS_SDK_SPEC]
+            done = subprocess.run(install, capture_output=True, text=True, timeout=240, check=False)
+            assert done.returncode == 0, f"npm install {TS_SDK_SPEC} failed:\n{done.stderr}"
     assert json.loads(package.read_text(encoding="utf-8"))["version"].startswith("1.")
     yield TS_SDK_DIR / "node_modules"
 

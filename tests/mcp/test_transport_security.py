@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 import pytest
 
-from app.mcp import front_end
 from tests.conftest import SettingsFactory
 from tests.mcp.bare_server import serve_front_end_only
 from tests.mcp.clients import RawSseClient, payload, sse_session, streamable_session
@@ -127,8 +126,7 @@ async def test_a_token_bound_to_an_agent_writes_as_that_agent(agent_server: Live
 async def test_a_credential_whose_sessions_are_all_busy_is_refused_and_another_is_not(
     make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(front_end, "MAX_SESSIONS", 1)
-    with run_server(make_settings()) as server:
+    with run_server(make_settings(max_sessions=1)) as server:
         url = f"{server.url}/mcp"
         async with httpx.AsyncClient(timeout=10) as http:
             opened = await http.post(url, json=INITIALIZE, headers=STREAMABLE_HEADERS)

@@ -45,6 +45,7 @@ async def _external(db_path: Path, history_path: Path, name: str) -> asyncio.sub
 
 
 @pytest.mark.slow
+@pytest.mark.long  # `make check-long`
 async def test_mixed_transport_clients_and_external_processes_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     db_path = tmp_path / "lancedb"
     histories = tmp_path / "histories"

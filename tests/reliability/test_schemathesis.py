@@ -42,6 +42,7 @@ def fuzzed_server(make_settings: SettingsFactory, tmp_path: Path) -> Iterator[Li
 
 
 @pytest.mark.slow
+@pytest.mark.long  # `make check-long`
 async def test_every_schemathesis_check_passes_against_a_live_server_with_a_token(fuzzed_server: LiveServer,
                                                                                   tmp_path: Path) -> None:
     url = fuzzed_server.url

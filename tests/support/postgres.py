@@ -81,21 +81,51 @@ def temporary_postgres() -> Iterator[PostgresServer]:
     initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
     started = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="memory-mcp-pg-"))
-    data, port = directory / "data", free_port()
+    data = directory / "data"
     try:
         _give_to_server_user(directory)
         _run([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"],
              "initdb")
-        options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        _run([pg_ctl, "-D", str(data), "-l", str(directory / "server.log"), "-o", options, "-w", "-t",
-              str(START_TIMEOUT_S), "start"], "pg_ctl start")
+        port = _start(pg_ctl, directory)
         yield PostgresServer(port=port, directory=directory, start_s=time.monotonic() - started)
     finally:
         if (data / "postmaster.pid").exists():
             subprocess.run(_as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
                            capture_output=True, timeout=START_TIMEOUT_S, check=False)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start(pg_ctl: str, directory: Path, attempts: int = 3) -> int:
+    """Start the server on a free port; a port another test worker took in the meantime means another try."""
+    for attempt in range(attempts):
+        port = free_port()
+        try:
+            _start_on(pg_ctl, directory, port)
+        except PostgresUnavailable:
+            if attempt == attempts - 1:
+                raise
+            continue
+        return port
+    raise AssertionError("unreachable")
+
+
+def _start_on(pg_ctl: str, directory: Path, port: int) -> None:
+    options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off "
+               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    _run([pg_ctl, "-D", str(directory / "data"), "-l", str(directory / "server.log"), "-o", options, "-w",
+          "-t", str(START_TIMEOUT_S), "start"], "pg_ctl start")
+
+
+def stop(server: PostgresServer) -> None:
+    """Stop the server (its clients' connections end), keeping its data for :func:`start_again`.
+
+    A fast shutdown, not an immediate one: with fsync and synchronous commits off, a crash loses commits."""
+    _run([_binary("pg_ctl"), "-D", str(server.directory / "data"), "-m", "fast", "-w", "stop"], "pg_ctl stop")
+
+
+def start_again(server: PostgresServer) -> None:
+    """Start a stopped server on its own port again."""
+    _start_on(_binary("pg_ctl"), server.directory, server.port)
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,10 @@ Failure policy (shared by ``jina`` and ``openai``):
   when it fits in the remaining deadline, otherwise the call fails at once.
 - Other 4xx (bad key, unknown model) fail at once: retrying cannot help.
 - Every answer is checked: count, dimension, NaN/inf, zero vectors (``Embedder.validate``).
-- A circuit breaker opens after 5 consecutive failed calls: every call then fails at once, and a
-  background task probes the provider every few seconds and closes the breaker when it answers. No
-  user request ever waits on a probe (a hanging provider would cost it the whole deadline).
+- A circuit breaker, shared by every call, opens at the first failed call (``MEMORY_MCP_EMBEDDING_BREAKER_FAILURES``):
+  the calls still waiting then fail at once, new ones too (recall answers from keyword search), and one
+  background probe at a time asks the provider every few seconds and closes the breaker when it answers.
+  No user request ever waits on a probe (a hanging provider would cost it the whole deadline).
 - Error messages and logs name provider, model, endpoint and cause, never the API key.
 """
 
@@ -130,6 +131,7 @@ class RemoteEmbedder(Embedder):
         self._client: httpx.AsyncClient | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._prober: asyncio.Task[None] | None = None
+        self._opened: asyncio.Future[None] | None = None
 
     # --- provider specifics ---
     def _payload(self, texts: list[str], kind: str) -> dict[str, Any]:
@@ -210,25 +212,51 @@ class RemoteEmbedder(Embedder):
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
 
+    def _failing_fast(self, wait: float) -> EmbeddingError:
+        return self._error(
+            f"failing fast after {self.breaker.failures} consecutive failures (probed in the background); "
+            f"retry in {wait:.1f}s",
+            retry_after_s=wait,
+        )
+
     async def _call(self, texts: list[str], kind: str, *, validate: bool = True) -> np.ndarray:
-        """Embed under the breaker: fail at once while it is open, count failures, start the probe."""
+        """Embed under the breaker: fail at once while it is open, count failures, start the probe.
+
+        Calls already waiting when the breaker opens stop waiting too: with a hung provider, the first
+        call to reach its deadline ends every concurrent one, instead of each paying its own deadline.
+        """
         wait = self.breaker.retry_after()
         if wait is not None:
-            raise self._error(
-                f"failing fast after {self.breaker.failures} consecutive failures (probed in the background); "
-                f"retry in {wait:.1f}s",
-                retry_after_s=wait,
-            )
+            raise self._failing_fast(wait)
+        attempt = asyncio.ensure_future(self._within_deadline(texts, kind, validate))
+        opened = self._open_signal()
         try:
-            rows = await self._within_deadline(texts, kind, validate)
+            await asyncio.wait({attempt, opened}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not attempt.done():
+                attempt.cancel()
+                with contextlib.suppress(asyncio.CancelledError, EmbeddingError):
+                    await attempt
+        if attempt.cancelled():  # the breaker opened while this call waited
+            raise self._failing_fast(self.breaker.retry_after() or self.breaker.cooldown_s)
+        try:
+            rows = attempt.result()
         except EmbeddingError as exc:
             if not exc.request_specific and self.breaker.record_failure():
                 logger.warning("embedding provider %s (%s) failed %d times in a row: failing fast, probing every %gs",
                                self.name, self.model, self.breaker.failures, self.breaker.cooldown_s)
+                if not opened.done():
+                    opened.set_result(None)
                 self._start_probing()
             raise
         self.breaker.record_success()
         return rows
+
+    def _open_signal(self) -> asyncio.Future[None]:
+        """The future every call in flight waits on beside its request; set when the breaker opens."""
+        if self._opened is None or self._opened.done():
+            self._opened = asyncio.get_running_loop().create_future()
+        return self._opened
 
     async def _within_deadline(self, texts: list[str], kind: str, validate: bool) -> np.ndarray:
         """Embed in batches under one total deadline.

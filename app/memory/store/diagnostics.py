@@ -214,9 +214,16 @@ SECONDS_BELOW_MS = 100_000_000_000
 ROW_BATCH = 4_096
 
 
-def check_rows(table: Any) -> Check:
+#: Rows ``check_rows`` reads unless asked for all (``doctor --full``): reading every vector of a 100k-row
+#: table took doctor past a minute on a loaded machine (docs/operations.md, 'doctor').
+ROW_SAMPLE = 10_000
+
+
+def check_rows(table: Any, sample: int | None = ROW_SAMPLE) -> Check:
     """Rows other writers may have left unusable: timestamps in seconds, vectors with no direction, ids
-    stored twice (both copies stay searchable, but a change by id changes both)."""
+    stored twice (both copies stay searchable, but a change by id changes both).
+
+    ``sample``: read only this many rows (the table's first); None reads every row."""
     in_seconds = unusable = rows = 0
     names = table.schema.names
     columns = [c for c in ("id", "timestamp", "vector") if c in names]
@@ -224,7 +231,7 @@ def check_rows(table: Any) -> Check:
         return Check(name="rows", status="ok", detail="no id, timestamp or vector column to check")
     seen: set[Any] = set()
     repeated: set[Any] = set()
-    for batch in table.search().select(columns).limit(None).to_batches(ROW_BATCH):
+    for batch in table.search().select(columns).limit(sample).to_batches(ROW_BATCH):
         rows += batch.num_rows
         if "id" in columns:
             for memory_id in batch.column("id").to_pylist():
@@ -248,15 +255,18 @@ def check_rows(table: Any) -> Check:
         shown = ", ".join(sorted(str(i) for i in repeated)[:5]) + (", ..." if len(repeated) > 5 else "")
         problems.append(f"{len(repeated)} ids are stored more than once ({shown}); "
                         "every copy is found, and a change or delete by id applies to all of them")
+    total = table.count_rows() if sample is not None else rows
+    scope = f"{rows} rows" if rows >= total else f"the first {rows} of {total} rows (`doctor --full` reads all)"
     if not problems:
-        return Check(name="rows", status="ok", detail=f"{rows} rows: ids unique, timestamps in ms, vectors usable")
-    return Check(name="rows", status="warn", detail="; ".join(problems),
+        return Check(name="rows", status="ok", detail=f"{scope}: ids unique, timestamps in ms, vectors usable")
+    return Check(name="rows", status="warn", detail=f"{scope}: " + "; ".join(problems),
                  fix="fix the writer that made them (unique ids; timestamps in ms since the epoch; real embeddings), "
                      "then `memory-mcp export` and `memory-mcp import` the corrected rows, or `memory-mcp reembed`")
 
 
-def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
-    """Table, schema, model, dimension and fragment checks (the model ones need the embedder)."""
+def check_table(settings: Settings, embedder: Embedder | None, *, full: bool = False) -> list[Check]:
+    """Table, schema, model, dimension and fragment checks (the model ones need the embedder); ``full``:
+    check every row, not a sample."""
     table, opened = open_table(settings)
     checks = [opened]
     if table is None:
@@ -265,7 +275,8 @@ def check_table(settings: Settings, embedder: Embedder | None) -> list[Check]:
     checks.append(check_schema(schema))
     if embedder is not None:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
-    checks += [check_format(settings), check_plugin(settings, schema), check_fragments(table), check_rows(table)]
+    checks += [check_format(settings), check_plugin(settings, schema), check_fragments(table),
+               check_rows(table, None if full else ROW_SAMPLE)]
     return checks
 
 

@@ -128,7 +128,7 @@ async def test_a_server_echoing_the_key_does_not_leak_it_into_errors_or_logs(
     make_remote: RemoteFactory, fake: FakeEmbeddingServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    embedder = await make_remote("jina", embedding_max_retries=1)
+    embedder = await make_remote("jina", embedding_max_retries=1, embedding_breaker_failures=5)
     fake.set("status:500", "echo_auth_401")
     error, _ = await embed_failure(embedder)
     assert "check the API key" in error.message and "***" in error.message
@@ -216,6 +216,38 @@ async def test_while_a_probe_hangs_calls_still_fail_at_once(
         await embedder.until_available()  # the hanging probe times out, the next one closes the breaker
     assert embedder.ready and fake.hits == 3
     assert (await embedder.embed_documents(["after the probe"])).shape == (1, 8)
+
+
+async def test_with_a_hung_provider_20_concurrent_calls_end_at_the_first_deadline_and_few_go_upstream(
+    make_remote: RemoteFactory, fake: FakeEmbeddingServer
+) -> None:
+    embedder = await make_remote("openai", embedding_max_retries=0, embedding_timeout_s=10.0,
+                                 embedding_deadline_s=2.0, embedding_breaker_cooldown_s=0.3)
+    fake.set("hang")
+    ended: list[float] = []
+
+    async def remember(number: int) -> None:
+        await anyio.sleep(number * 0.075)  # arrivals spread over 1.4 s, all before the first deadline
+        with pytest.raises(EmbeddingError):
+            await embedder.embed_documents([f"memory {number}"])
+        ended.append(time.monotonic())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for number in range(20):
+                group.start_soon(remember, number)
+    upstream = fake.hits
+    assert len(ended) == 20 and not embedder.ready
+    # The first deadline ended every call: none waited a deadline of its own after it.
+    assert max(ended) - min(ended) < 1.0
+    assert upstream <= 4  # the four a provider may be asked at once; the other 16 never went
+    # While it is open, calls never reach the provider: only the background probe does, one at a time.
+    assert await anyio.to_thread.run_sync(fake.wait_for_hits, upstream + 1)  # the first probe, hanging
+    probed = fake.hits
+    for _ in range(5):
+        _, elapsed = await embed_failure(embedder)
+        assert elapsed < 0.2
+    assert fake.hits - probed <= 1  # at most the next probe, after the hanging one's deadline and a cooldown
 
 
 async def test_concurrent_calls_are_capped_at_four_requests_in_flight(

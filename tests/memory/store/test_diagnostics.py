@@ -45,3 +45,13 @@ def test_a_clean_table_passes_the_row_check(tmp_path: Path) -> None:
                               for i in range(5)])
     check = diagnostics.check_rows(table)
     assert check.status == "ok" and "5 rows" in check.detail
+
+
+def test_the_row_check_reads_a_sample_unless_asked_for_every_row(tmp_path: Path) -> None:
+    unit = list(np.eye(DIM, dtype=np.float32)[0])
+    rows = [_row(f"m{i}", 1_733_000_000_000 + i, unit) for i in range(30)] + [_row("m0", 1_733_000_000_000, unit)]
+    table = _table(tmp_path, rows)
+    sampled = diagnostics.check_rows(table, sample=10)
+    assert sampled.status == "ok" and "the first 10 of 31 rows (`doctor --full` reads all)" in sampled.detail
+    full = diagnostics.check_rows(table, sample=None)
+    assert full.status == "warn" and "1 ids are stored more than once (m0)" in full.detail
