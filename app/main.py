@@ -19,6 +19,7 @@ from types import ModuleType
 from fastapi import FastAPI
 
 from app import __version__, gc_pause
+from app.changes import ChangeMarkers
 from app.container import Services
 from app.edge.guard import EdgeGuard
 from app.errors import AppError
@@ -44,13 +45,14 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
     configure_logging(settings)
     services = Services()
     startup = Startup()
+    markers = ChangeMarkers(services)  # one reading for the dashboard's stream and the MCP notifications
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             if freeze_startup_objects:
                 stack.enter_context(gc_pause.startup_objects_frozen())
-            startup.run(lambda: _run_services(app, settings, services, startup, freeze_startup_objects))
+            startup.run(lambda: _run_services(app, settings, services, markers, startup, freeze_startup_objects))
             stack.push_async_callback(startup.stop)
             base = local_base_url(settings.host, settings.port)
             logger.info("memory-mcp listening (loading in the background; /readyz tells when done): "
@@ -77,20 +79,20 @@ def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool
     app.include_router(memory.router)
     app.include_router(kanban.router)
     app.include_router(web.router)
-    app.include_router(web_events.router_for(services))
+    app.include_router(web_events.router_for(services, markers))
     # The MCP routes are added once the SDK is imported (_open_services); until then the gate holds them.
     app.add_middleware(StartupGate, startup=startup)
     app.add_middleware(EdgeGuard, settings=settings)
     return app
 
 
-async def _run_services(app: FastAPI, settings: Settings, services: Services, startup: Startup,
-                        freeze: bool) -> None:
+async def _run_services(app: FastAPI, settings: Settings, services: Services, markers: ChangeMarkers,
+                        startup: Startup, freeze: bool) -> None:
     """Open everything, open the gate, wait for the loads, hold the services until the app stops."""
     try:
         async with AsyncExitStack() as stack:
             try:
-                await _open_services(stack, app, settings, services, startup)
+                await _open_services(stack, app, settings, services, markers, startup)
             except Exception as exc:
                 # The one line an operator needs (model mismatch, unusable store, unsafe job script).
                 message = exc.message if isinstance(exc, AppError) else f"{type(exc).__name__}: {exc}"
@@ -110,7 +112,7 @@ async def _run_services(app: FastAPI, settings: Settings, services: Services, st
 
 
 async def _open_services(stack: AsyncExitStack, app: FastAPI, settings: Settings, services: Services,
-                         startup: Startup) -> None:
+                         markers: ChangeMarkers, startup: Startup) -> None:
     services.memory = await stack.enter_async_context(MemoryService.open(settings, background=True))
     stack.callback(setattr, services, "memory", None)
     startup.done("memory")
@@ -119,8 +121,9 @@ async def _open_services(stack: AsyncExitStack, app: FastAPI, settings: Settings
     stack.callback(setattr, services, "kanban", None)
     startup.done("kanban")
     front_end: ModuleType = await asyncio.to_thread(importlib.import_module, "app.mcp.front_end")
-    mcp_front = front_end.McpFrontEnd(services, settings)
+    mcp_front = front_end.McpFrontEnd(services, settings, markers)
     mcp_front.install(app)
+    app.state.mcp = mcp_front
     await stack.enter_async_context(mcp_front.run())
     startup.done("mcp")
     heap = await asyncio.to_thread(importlib.import_module, "app.heap")

@@ -2,7 +2,8 @@
 
 A low-level SDK ``Server`` answers ``tools/list`` and ``tools/call`` by sending the same request over one
 Streamable HTTP session with the running server (:class:`Upstream`), so the tool definitions and results
-are the server's own, byte for byte.
+are the server's own, byte for byte; so are prompts, resources and completion (``FORWARDED``). Resource
+subscriptions and log messages are not relayed: a desktop client that wants them connects over HTTP.
 
 The session is opened when a request needs it and kept. When the server cannot be reached, a tool call
 returns a tool error (``isError``) naming the URL and ``memory-mcp serve`` and stderr says the same, and
@@ -293,9 +294,38 @@ def build_server(upstream: Upstream, instructions: str) -> Server[Any]:
             warn(str(exc))
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
-    return Server(
+    server = Server(
         "memory-mcp", version=__version__, instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool
     )
+    for method, (params_type, request_type, result_type) in FORWARDED.items():
+        server.add_request_handler(method, params_type, _forward(upstream, request_type, result_type))
+    return server
+
+
+#: Requests sent upstream as they are: method -> (params, request and result types).
+FORWARDED: dict[str, tuple[type[Any], type[Any], type[Any]]] = {
+    "prompts/list": (types.PaginatedRequestParams, types.ListPromptsRequest, types.ListPromptsResult),
+    "prompts/get": (types.GetPromptRequestParams, types.GetPromptRequest, types.GetPromptResult),
+    "resources/list": (types.PaginatedRequestParams, types.ListResourcesRequest, types.ListResourcesResult),
+    "resources/templates/list": (types.PaginatedRequestParams, types.ListResourceTemplatesRequest,
+                                 types.ListResourceTemplatesResult),
+    "resources/read": (types.ReadResourceRequestParams, types.ReadResourceRequest, types.ReadResourceResult),
+    "completion/complete": (types.CompleteRequestParams, types.CompleteRequest, types.CompleteResult),
+}
+
+
+def _forward(upstream: Upstream, request_type: type[Any], result_type: type[Any]) -> Any:
+    """A handler sending its request upstream; the server's own errors pass through, an unreachable one is -32603."""
+
+    async def handle(ctx: ServerRequestContext[Any], params: Any) -> Any:
+        request = request_type(params=params)
+        try:
+            return await upstream.request(lambda client: client.session.send_request(request, result_type))
+        except Unavailable as exc:
+            warn(str(exc))
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+
+    return handle
 
 
 async def serve(url: str, token: str | None) -> None:

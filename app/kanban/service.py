@@ -155,6 +155,19 @@ class KanbanService:
     async def list_tasks_by_status(self, status: str) -> list[Task]:
         return await self.list_tasks(status=status)
 
+    async def page_tasks(self, before: str | None, limit: int) -> list[Task]:
+        """Newest tasks first, those older than the task ``before``. Raises: InvalidTaskId."""
+        before_seq = check.task_number(before) if before is not None else None
+        return await asyncio.to_thread(self.tasks.page, before_seq, max(1, min(limit, 500)))
+
+    async def task_ids_matching(self, prefix: str, limit: int = 100) -> tuple[list[str], int]:
+        """Task ids for a partly typed one (``TASK-0001``, ``12``), newest first, and how many match."""
+        return await asyncio.to_thread(self.tasks.ids_matching, prefix, limit)
+
+    async def people(self) -> list[str]:
+        """Everyone the board names: assignees and step owners."""
+        return await asyncio.to_thread(self.tasks.people)
+
     async def trigger_job(self, task_id: str | None = None, args: list[str] | None = None,
                           wait_s: float | None = None, *, actor: str | None = None) -> Job:
         """Start the configured job (or return the running one with ``already_running``).

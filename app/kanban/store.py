@@ -202,6 +202,33 @@ class TaskStore:
                      priority=row["priority"]))
         return Board(columns=[Column(status=s, title=COLUMN_TITLES[s], cards=cards[s]) for s in STATUSES])
 
+    def page(self, before_seq: int | None, limit: int) -> list[Task]:
+        """Newest tasks first (by number), those numbered below ``before_seq`` when given."""
+        sql, params = "SELECT * FROM tasks", []
+        if before_seq is not None:
+            sql, params = sql + " WHERE seq < ?", [before_seq]
+        with self.db.read() as conn:
+            return [_task(r) for r in conn.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit])]
+
+    def ids_matching(self, prefix: str, limit: int) -> tuple[list[str], int]:
+        """The newest ids that start with ``prefix`` (any case), or whose number does, and how many do."""
+        text = prefix.strip().upper()
+        digits = text[5:] if text.startswith("TASK-") else text
+        with self.db.read() as conn:
+            ids = [str(r["id"]) for r in conn.execute("SELECT id FROM tasks ORDER BY seq DESC")]
+        if digits.isdigit():  # "12" and "TASK-0001" both find TASK-00012
+            matched = [i for i in ids if i[5:].startswith(digits) or i[5:].lstrip("0").startswith(digits)]
+        else:
+            matched = [i for i in ids if i.startswith(text)]
+        return matched[:limit], len(matched)
+
+    def people(self) -> list[str]:
+        """Every assignee and step owner on the board."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT DISTINCT assignee, steps FROM tasks").fetchall()
+        names = {str(r["assignee"]) for r in rows} | {str(s) for r in rows for s in json.loads(r["steps"])}
+        return sorted(name for name in names if name)
+
     def count(self) -> int:
         with self.db.read() as conn:
             return int(conn.execute("SELECT COUNT(*) AS n FROM tasks").fetchone()["n"])

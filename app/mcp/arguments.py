@@ -14,6 +14,7 @@ import logging
 import re
 from typing import Any
 
+from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult
@@ -48,6 +49,12 @@ class ToolServer(MCPServer[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._argument_names: dict[str, frozenset[str]] = {}
+
+    @property
+    def protocol(self) -> Server[Any]:
+        """The SDK's low-level server: ``MCPServer`` lists resources in one page and has no way to add the
+        subscription and logging-level methods, so ``resources``, ``prompts`` and ``live`` register there."""
+        return self._lowlevel_server
 
     async def _arguments_of(self, name: str) -> frozenset[str] | None:
         """The argument names a tool publishes (its input schema's properties); None for an unknown tool."""

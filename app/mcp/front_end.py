@@ -1,4 +1,5 @@
-"""The MCP front end: one ``MCPServer`` with the 11 tools, served over Streamable HTTP and legacy HTTP+SSE.
+"""The MCP front end: one ``MCPServer`` with the 11 tools, 4 prompts and the board, task and memory resources
+(with completion, subscriptions and log notifications), served over Streamable HTTP and legacy HTTP+SSE.
 
 Routes (plain Starlette routes on the FastAPI router, exact paths, so neither side shadows the other):
 ``/mcp`` Streamable HTTP (stateful, SSE responses; without sessions when ``settings.stateless_http``),
@@ -9,6 +10,8 @@ only once, which is why every ``create_app`` builds a new front end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -20,10 +23,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.changes import ChangeMarkers
 from app.container import Services
-from app.mcp import tools_kanban, tools_memory
+from app.mcp import completion, live, prompts, resources, tools_kanban, tools_memory
 from app.mcp.arguments import ToolServer
 from app.mcp.legacy_sse import LegacySseTransport
+from app.mcp.listeners import ListenBus
 from app.mcp.streamable_sessions import StreamableSessions
 from app.settings import Settings
 
@@ -87,10 +92,19 @@ def _keep_root_logging_unconfigured() -> None:
 
 
 def build_server(services: Services) -> MCPServer:
-    """The MCP server with every tool registered; no lifespan (the SDK re-enters it per SSE connection)."""
+    """The MCP server with every tool, prompt and resource registered (see ``build``)."""
+    return build(services, ChangeMarkers(services))[0]
+
+
+def build(services: Services, markers: ChangeMarkers) -> tuple[ToolServer, live.Live]:
+    """The server, and what sends its notifications (``Live.run`` is the watcher task).
+
+    No lifespan: the SDK re-enters it per SSE connection.
+    """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    server: MCPServer = ToolServer("memory-mcp", version="0.1.0", instructions=INSTRUCTIONS)
+    bus = ListenBus()  # the 2026-07-28 listen streams; ``Live`` publishes on it too
+    server = ToolServer("memory-mcp", version="0.1.0", instructions=INSTRUCTIONS, subscriptions=bus)
     # MCPServer() calls logging.basicConfig(); undo it so app logs are not printed twice by a root handler.
     root.handlers[:] = handlers
     root.setLevel(level)
@@ -98,7 +112,12 @@ def build_server(services: Services) -> MCPServer:
         _keep_root_logging_unconfigured()
     tools_memory.register(server, services)
     tools_kanban.register(server, services)
-    return server
+    prompts.register(server, services)
+    resources.register(server, services)
+    completion.register(server, services)
+    watcher = live.Live(services, markers, bus)
+    live.register(server, watcher)
+    return server, watcher
 
 
 class _Endpoint:
@@ -114,10 +133,10 @@ class _Endpoint:
 class McpFrontEnd:
     """Builds the server and its transports at construction; ``install`` routes them, ``run`` starts them."""
 
-    def __init__(self, services: Services, settings: Settings) -> None:
+    def __init__(self, services: Services, settings: Settings, markers: ChangeMarkers | None = None) -> None:
         self.services = services
         self.settings = settings
-        self.server = build_server(services)
+        self.server, self.live = build(services, markers or ChangeMarkers(services))
         security = transport_security(settings)
         # Builds (and registers on the server) the stateful session manager; the Starlette app it
         # returns is not used, because a mounted app's lifespan never runs.
@@ -161,8 +180,16 @@ class McpFrontEnd:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Run both session managers for the life of the app (each can run only once)."""
+        """Run both session managers and the notification watcher for the life of the app (each runs once)."""
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.session_manager.run())
             await stack.enter_async_context(self.one_shot_manager.run())
+            watcher = asyncio.create_task(self.live.run(), name="mcp-live")
+
+            async def stop_watcher() -> None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+            stack.push_async_callback(stop_watcher)
             yield

@@ -5,8 +5,7 @@ ones every API route has: the edge guard checks Host, Origin and the bearer toke
 EventSource cannot send that header, so the page reads the stream with ``fetch``.
 
 Changes are found by polling two markers that cost microseconds and see every writer, other
-processes included: the memory table's version (read off its ``_versions`` directory) and the board's
-change marker (SQLite's ``data_version``, or a counter every PostgreSQL write bumps). One reading serves
+processes included (``app/changes.py``, shared with the MCP resource notifications). One reading serves
 every open stream.
 
 Wire format (``text/event-stream``)::
@@ -24,10 +23,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -35,6 +32,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from app.changes import ChangeMarkers, Markers
 from app.container import Services
 from app.edge.leases import ANONYMOUS_OWNER, Evictable, LeaseTable, credential_of
 from app.errors import Unavailable
@@ -42,58 +40,24 @@ from app.errors import Unavailable
 logger = logging.getLogger(__name__)
 
 EVENTS_PATH = "/api/events"
-POLL_INTERVAL_S = 0.25  # a write shows on an open page within about half a second
 KEEPALIVE_S = 15.0
 MAX_STREAMS = 16  # per credential (a dashboard tab holds one); past it the credential's oldest stream ends
 MAX_STREAMS_TOTAL = 64  # whatever the credentials (with no token, any Authorization header is one)
 SEND_TIMEOUT_S = 10.0  # a page that stops reading loses its stream instead of holding a task forever
 
 
-@dataclass(frozen=True)
-class Markers:
-    """Numbers that change when their store changes; None while a store cannot be read."""
-
-    memories: int | None
-    board: int | None
-
-
 class ChangeFeed:
-    """Reads both markers at most once per poll interval, however many streams ask; bounds the streams."""
+    """The change markers (shared with the MCP front end's notifications) and a bound on the streams."""
 
-    def __init__(self, services: Services, *, poll_interval_s: float = POLL_INTERVAL_S,
-                 max_streams: int = MAX_STREAMS, max_streams_total: int = MAX_STREAMS_TOTAL) -> None:
-        self._services = services
-        self.poll_interval_s = poll_interval_s
+    def __init__(self, markers: ChangeMarkers, *, max_streams: int = MAX_STREAMS,
+                 max_streams_total: int = MAX_STREAMS_TOTAL) -> None:
+        self._markers = markers
+        self.poll_interval_s = markers.poll_interval_s
         # A stream carries no requests, so it is always idle: the oldest of a credential gives way.
         self.streams = LeaseTable("streams", per_owner=max_streams, total=max_streams_total)
-        self._lock = asyncio.Lock()
-        self._read_at = -math.inf
-        self._last = Markers(None, None)
 
     async def markers(self) -> Markers:
-        """The current markers; a reading younger than most of an interval is shared."""
-        async with self._lock:
-            if time.monotonic() - self._read_at >= self.poll_interval_s * 0.8:
-                self._last = Markers(await self._read(self._memory_version), await self._read(self._board_version))
-                self._read_at = time.monotonic()
-            return self._last
-
-    async def _memory_version(self) -> int:
-        store = self._services.memory.store
-        return await asyncio.to_thread(store.probe.current)
-
-    async def _board_version(self) -> int:
-        return await self._services.kanban.change_marker()
-
-    @staticmethod
-    async def _read(marker: Callable[[], Awaitable[int]]) -> int | None:
-        try:
-            return await marker()
-        except Unavailable:
-            return None  # starting or stopping: the page hears about it when the marker comes back
-        except Exception:
-            logger.warning("dashboard change marker unreadable", exc_info=True)
-            return None
+        return await self._markers.markers()
 
     @property
     def open_streams(self) -> int:
@@ -155,9 +119,9 @@ class _EventStream(EventSourceResponse):
             release()
 
 
-def router_for(services: Services) -> APIRouter:
-    """The events route over one feed for this app's services."""
-    feed = ChangeFeed(services)
+def router_for(services: Services, markers: ChangeMarkers | None = None) -> APIRouter:
+    """The events route over one feed for this app's services (``markers``: shared with other readers)."""
+    feed = ChangeFeed(markers or ChangeMarkers(services))
     router = APIRouter(include_in_schema=False)
 
     @router.get(EVENTS_PATH)

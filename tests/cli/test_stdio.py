@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 
 from app.cli import main, stdio_proxy
@@ -176,3 +178,24 @@ def test_a_malformed_url_is_a_usage_error(
     monkeypatch.setenv("MEMORY_MCP_URL", "localhost:3002")
     assert main(["stdio"]) == 2
     assert "MEMORY_MCP_URL must look like http://127.0.0.1:3002" in capsys.readouterr().err
+
+
+async def test_prompts_resources_and_completion_are_the_servers_own(live_server: LiveServer, tmp_path: Path) -> None:
+    async with streamable_session(live_server.url) as direct:
+        created = await direct.call_tool("create_task", {"title": "Seen through stdio", "assignee": "claude-code"})
+        task_id = payload(created)["id"]
+        own_prompts = (await direct.list_prompts()).prompts
+    async with stdio_session(live_server.url, tmp_path / "stdio.log") as client:
+        prompts = (await client.list_prompts()).prompts
+        board = await client.get_prompt("board", {})
+        listed = [resource.uri for resource in (await client.list_resources()).resources]
+        card = (await client.read_resource(f"task://{task_id}")).contents[0]
+        completed = await client.complete(types.PromptReference(name="handoff"), {"name": "task_id", "value": "1"})
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("task://TASK-99999")
+    assert [prompt.model_dump() for prompt in prompts] == [prompt.model_dump() for prompt in own_prompts]
+    assert f"{task_id} Seen through stdio" in board.messages[0].content.text  # type: ignore[union-attr]
+    assert listed[:2] == ["board://current", f"task://{task_id}"]
+    assert "Seen through stdio" in card.text  # type: ignore[union-attr]
+    assert completed.completion.values == [task_id]
+    assert missing.value.code == -32002 and missing.value.message.startswith("task_not_found: ")

@@ -34,20 +34,23 @@ EXPECTED_TOOLS = {
 
 @asynccontextmanager
 async def streamable_session(
-    url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy"
+    url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
 ) -> AsyncIterator[Client]:
-    """The official client over Streamable HTTP at ``{url}/mcp`` (``legacy`` = the initialize handshake)."""
+    """The official client over Streamable HTTP at ``{url}/mcp`` (``legacy`` = the initialize handshake);
+    ``options`` go to ``Client`` (``message_handler``, ``cache``, …)."""
     http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=300.0))
-    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+    transport = streamable_http_client(f"{url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client
 
 
 @asynccontextmanager
 async def sse_session(
-    url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy"
+    url: str, headers: dict[str, str] | None = None, *, mode: str = "legacy", **options: Any
 ) -> AsyncIterator[Client]:
-    """The official client over legacy SSE at ``{url}/mcp/sse``."""
-    async with Client(sse_client(f"{url}/mcp/sse", headers=headers, timeout=30.0), mode=mode) as client:  # type: ignore[arg-type]
+    """The official client over legacy SSE at ``{url}/mcp/sse``; ``options`` go to ``Client``."""
+    transport = sse_client(f"{url}/mcp/sse", headers=headers, timeout=30.0)
+    async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client
 
 

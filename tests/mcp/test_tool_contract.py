@@ -1,5 +1,6 @@
-"""The public tool contract: names, input schemas and annotations, snapshotted so changes show in review;
-the size of what a model reads; and how arguments that do not fit are refused.
+"""The public tool contract: names, input schemas and annotations, snapshotted so changes show in review
+(and so are the capabilities, prompts and resource templates); the size of what a model reads; and how
+arguments that do not fit are refused.
 
 Regenerate deliberately with ``MEMORY_MCP_UPDATE_TOOL_SNAPSHOT=1 .venv/bin/pytest tests/mcp/test_tool_contract.py``.
 """
@@ -23,6 +24,7 @@ from tests.conftest import SettingsFactory
 from tests.mcp.clients import EXPECTED_TOOLS
 
 SNAPSHOT = Path(__file__).with_name("tool_list.snapshot.json")
+SERVER_SNAPSHOT = Path(__file__).with_name("server_contract.snapshot.json")
 READ_ONLY = {"recall", "list_facts", "check_duplicate", "get_board", "get_task", "list_tasks_by_status"}
 STATUS_CHOICES = ", ".join(f"'{status}'" for status in STATUSES[:-1]) + f" or '{STATUSES[-1]}'"
 
@@ -45,6 +47,20 @@ async def test_the_tool_list_matches_the_committed_snapshot() -> None:
     if os.environ.get("MEMORY_MCP_UPDATE_TOOL_SNAPSHOT") == "1":
         SNAPSHOT.write_text(json.dumps(contract, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     assert contract == json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+
+
+async def test_the_capabilities_prompts_and_resource_templates_match_the_committed_snapshot() -> None:
+    async with Client(build_server(Services()), mode="legacy", cache=None) as client:
+        contract = {
+            "capabilities": client.server_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "prompts": [p.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for p in (await client.list_prompts()).prompts],
+            "resourceTemplates": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                  for t in (await client.list_resource_templates()).resource_templates],
+        }
+    if os.environ.get("MEMORY_MCP_UPDATE_TOOL_SNAPSHOT") == "1":
+        SERVER_SNAPSHOT.write_text(json.dumps(contract, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert contract == json.loads(SERVER_SNAPSHOT.read_text(encoding="utf-8"))
 
 
 async def test_every_tool_documents_itself_and_its_arguments_for_a_model() -> None:
