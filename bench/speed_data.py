@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.memory import smart_metadata
 from app.memory.embeddings.base import Embedder
 from app.memory.store import commits
 from app.memory.store.table import Store
@@ -77,11 +78,15 @@ def _rows(data: Corpus, start: int, stop: int, model: str, now_ms: int) -> list[
     rows = []
     for i in range(start, stop):
         agent = data.scopes[i].removeprefix("agent:") if data.scopes[i].startswith("agent:") else None
+        timestamp = now_ms - (stop - i) * 1000
+        # As rows.new_row writes them: memory-lancedb-pro's smart metadata included (its size is part of
+        # what the vector cache holds).
         metadata = {"created": "2026-01-01T00:00:00.000Z", "tags": ["bench"], "agent": agent,
-                    "embedding_model": model, "source": "memory-mcp-bench"}
+                    "embedding_model": model, smart_metadata.ORIGIN_KEY: "memory-mcp-bench",
+                    **smart_metadata.for_new_row(data.texts[i], "patterns", timestamp)}
         rows.append({
             "id": data.ids[i], "text": data.texts[i], "vector": data.vectors[i], "scope": data.scopes[i],
-            "category": "bench", "importance": 0.7, "timestamp": now_ms - (stop - i) * 1000,
+            "category": "bench", "importance": 0.7, "timestamp": timestamp,
             "metadata": json.dumps(metadata),
         })
     return rows

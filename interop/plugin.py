@@ -120,8 +120,32 @@ class PluginDriver:
         result: dict[str, Any] | None = self.call("getById", memoryId=memory_id)
         return result
 
-    def vector_search(self, vector: list[float], limit: int = 5) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.call("vectorSearch", vector=vector, limit=limit)
+    def vector_search(self, vector: list[float], limit: int = 5, *, exclude_inactive: bool = False
+                      ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("vectorSearch", vector=vector, limit=limit,
+                                                 excludeInactive=exclude_inactive)
+        return result
+
+    def retrieve(self, query: str, vector: list[float], limit: int = 5) -> list[dict[str, Any]]:
+        """The plugin's own retriever (memory_recall's), with ``vector`` as the query's embedding."""
+        result: list[dict[str, Any]] = self.call("retrieve", query=query, vector=vector, limit=limit)
+        return result
+
+    def upgrade_dry_run(self) -> dict[str, Any]:
+        """``MemoryUpgrader``'s count and dry run: total, legacy, totalLegacy, skipped, byCategory."""
+        result: dict[str, Any] = self.call("upgradeDryRun")
+        return result
+
+    def smart_metadata(self, memory_id: str) -> dict[str, Any]:
+        """The row's metadata as the plugin reads it (its ``parseSmartMetadata``)."""
+        result: dict[str, Any] = self.call("smartMetadata", memoryId=memory_id)
+        return result
+
+    def supersede(self, target_id: str, text: str, vector: list[float], *, category: str = "fact",
+                  memory_category: str = "cases", scope: str = "global") -> dict[str, Any]:
+        """The plugin's memory_store supersede: a new row replacing ``target_id``, committed with its invalidation."""
+        entry = {"text": text, "vector": vector, "category": category, "scope": scope, "importance": 0.7}
+        result: dict[str, Any] = self.call("supersede", targetId=target_id, entry=entry, memoryCategory=memory_category)
         return result
 
     def list(self, limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:

@@ -58,9 +58,60 @@ const ops = {
   async getById({ memoryId }) {
     return plain(await requireStore().getById(memoryId));
   },
-  async vectorSearch({ vector, limit = 5, minScore = 0.0 }) {
-    const hits = await requireStore().vectorSearch(vector, limit, minScore);
+  async vectorSearch({ vector, limit = 5, minScore = 0.0, excludeInactive = false }) {
+    const hits = await requireStore().vectorSearch(vector, limit, minScore, undefined, { excludeInactive });
     return hits.map((hit) => ({ entry: plain(hit.entry), score: hit.score }));
+  },
+  // The plugin's own retriever (what memory_recall runs), its query embedding given as a vector; no reranker,
+  // no score floors, so only its filters decide what is left out.
+  async retrieve({ query, vector, limit = 5 }) {
+    const { createRetriever } = await import(pathToFileURL(join(root, "dist/src/retriever.js")).href);
+    const embedder = { dimensions: vector.length, embedQuery: async () => vector, embedPassage: async () => vector };
+    const retriever = createRetriever(requireStore(), embedder, {
+      rerank: "none", minScore: 0, hardMinScore: 0, filterNoise: false, queryExpansion: false,
+    });
+    const hits = await retriever.retrieve({ query, limit, source: "cli" });
+    return hits.map((hit) => ({ entry: plain(hit.entry), score: hit.score }));
+  },
+  // MemoryUpgrader's dry run, as `openclaw memory-pro upgrade --dry-run` runs it.
+  async upgradeDryRun() {
+    const { MemoryUpgrader } = await import(pathToFileURL(join(root, "dist/src/memory-upgrader.js")).href);
+    const upgrader = new MemoryUpgrader(requireStore(), null, { log: (line) => process.stderr.write(line + "\n") });
+    const counted = await upgrader.countLegacy();
+    const result = await upgrader.upgrade({ dryRun: true });
+    return { ...counted, totalLegacy: result.totalLegacy, skipped: result.skipped };
+  },
+  // A row's metadata as the plugin reads it (parseSmartMetadata), for the fields its retriever and decay use.
+  async smartMetadata({ memoryId }) {
+    const { parseSmartMetadata } = await import(pathToFileURL(join(root, "dist/src/smart-metadata.js")).href);
+    const entry = await requireStore().getById(memoryId);
+    return entry ? parseSmartMetadata(entry.metadata, entry) : null;
+  },
+  // The memory_store tool's manual supersede (src/tools.ts): the new row and the old row's invalidation
+  // committed together by the store's storeSuperseding.
+  async supersede({ targetId, entry, memoryCategory = "cases" }) {
+    const smart = await import(pathToFileURL(join(root, "dist/src/smart-metadata.js")).href);
+    const store = requireStore();
+    const committed = await store.storeSuperseding({
+      entry: { ...entry, metadata: "{}" },
+      discoverTargets: async () => [await store.getById(targetId)].filter(Boolean),
+      finalizeEntryMetadata: (targets) => smart.stringifySmartMetadata(smart.buildSmartMetadata(
+        { text: entry.text, category: entry.category, importance: entry.importance },
+        {
+          l0_abstract: entry.text, l1_overview: `- ${entry.text}`, l2_content: entry.text, source: "manual",
+          memory_category: memoryCategory,
+          state: "confirmed", valid_from: Date.now(), supersedes: targets[0]?.id,
+          relations: targets.map((target) => ({ type: "supersedes", targetId: target.id })),
+        },
+      )),
+      buildTargetPatch: (target, newEntryId) => ({
+        invalidated_at: Date.now(),
+        superseded_by: newEntryId,
+        relations: smart.appendRelation(smart.parseSmartMetadata(target.metadata, target).relations,
+                                        { type: "superseded_by", targetId: newEntryId }),
+      }),
+    });
+    return { entry: plain(committed.entry), supersededIds: committed.supersededIds };
   },
   async list({ limit = 20, offset = 0, category }) {
     return (await requireStore().list(undefined, category, limit, offset)).map(plain);

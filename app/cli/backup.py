@@ -26,6 +26,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from app.cli.data import vector_mode, vector_options
 from app.cli.env import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from app.cli.output import command_seconds
 
@@ -72,7 +73,7 @@ def _count_tasks(conn: sqlite3.Connection) -> int:
 
 def backup(args: argparse.Namespace) -> int:
     from app.kanban.job_audit import audit_path
-    from app.memory.transfer import TableMissing, export_jsonl
+    from app.memory.export import TableMissing, export_jsonl
 
     settings = _settings(args)
     target = Path(args.file or time.strftime("memory-mcp-backup-%Y%m%d-%H%M%S.tar.gz")).expanduser()
@@ -117,14 +118,14 @@ def _tasks_in_the_way(board: Path, replace: bool) -> int:
         return _count_tasks(conn)
 
 
-async def _import(lines: io.TextIOWrapper, settings: Any) -> Any:
+async def _import(lines: io.TextIOWrapper, settings: Any, vectors: Any) -> Any:
     from app.memory.embeddings import create_embedder
     from app.memory.transfer import import_jsonl
 
     embedder = create_embedder(settings)
     await embedder.load()
     try:
-        return await import_jsonl(lines, settings, embedder)
+        return await import_jsonl(lines, settings, embedder, vectors=vectors)
     finally:
         await embedder.close()
 
@@ -142,7 +143,7 @@ def restore(args: argparse.Namespace) -> int:
         in_the_way = _tasks_in_the_way(board, args.replace_board) if BOARD in members else 0
         memories = archive.extractfile(members[MEMORIES])
         assert memories is not None  # noqa: S101 - a regular file member
-        report = asyncio.run(_import(io.TextIOWrapper(memories, encoding="utf-8"), settings))
+        report = asyncio.run(_import(io.TextIOWrapper(memories, encoding="utf-8"), settings, vector_mode(args)))
         tasks = None
         if in_the_way:
             # The memories are added (nothing of them is replaced); the board only with --replace-board.
@@ -199,6 +200,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             parser.add_argument("file", help="archive written by memory-mcp backup")
             parser.add_argument("--replace-board", action="store_true",
                                 help="replace a board that already holds tasks")
+            vector_options(parser)
         parser.add_argument("--db", help="LanceDB directory or URI (default: MEMORY_MCP_DB_PATH)")
         parser.add_argument("--kanban-db", help="board SQLite file (default: MEMORY_MCP_KANBAN_DB)")
         parser.set_defaults(handler=_run(backup if name == "backup" else restore))

@@ -140,7 +140,7 @@ def _utf8(stream: TextIO) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from app.memory.transfer import export_jsonl
+    from app.memory.export import export_jsonl
 
     settings = _settings(args)
     bar = _progress(args)
@@ -168,9 +168,11 @@ def _export(args: argparse.Namespace) -> int:
 
 def _summary(verb: str, report: Any) -> str:
     rate = report.read / report.seconds if report.seconds else 0.0
+    model = report.embedding
+    embedded = f" with {model.get('provider')}/{model.get('model')} ({model.get('dimension')}-d)" if model else ""
     text = (f"{verb} {report.written} new rows into {report.db_path}/{report.table} "
             f"({report.skipped_existing} already there, {report.vectors_reused} vectors reused, "
-            f"{report.reembedded} re-embedded, {report.invalid} invalid lines) in {report.seconds:.1f} s "
+            f"{report.reembedded} re-embedded{embedded}, {report.invalid} invalid lines) in {report.seconds:.1f} s "
             f"({rate:.0f} rows/s)")
     if report.dropped_columns:
         text += f"\nnot kept (the target table has no such column): {', '.join(report.dropped_columns)}"
@@ -190,7 +192,8 @@ def _import(args: argparse.Namespace) -> int:
             source = stack.enter_context(Path(args.file).expanduser().open(encoding="utf-8"))
 
         async def work(embedder: Any) -> Any:
-            return await import_jsonl(source, settings, embedder, batch_size=args.batch, progress=bar)
+            return await import_jsonl(source, settings, embedder, batch_size=args.batch, progress=bar,
+                                      vectors=vector_mode(args))
 
         try:
             report = asyncio.run(_with_embedder(settings, work))
@@ -204,6 +207,18 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def vector_mode(args: argparse.Namespace) -> Any:
+    """``import_vectors.Mode`` from ``--keep-vectors`` / ``--reembed``."""
+    return "keep" if args.keep_vectors else "reembed" if args.reembed else "auto"
+
+
+def vector_options(parser: argparse.ArgumentParser) -> None:
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--keep-vectors", action="store_true",
+                        help="keep the export's vectors even when it names another model or none (same dimension)")
+    choice.add_argument("--reembed", action="store_true", help="embed every text with the target's model")
+
+
 def _switch_hint(target: Settings, moved_db: bool) -> str:
     env = [f"MEMORY_MCP_EMBEDDING_PROVIDER={target.embedding_provider}"]
     if target.embedding_model:
@@ -215,6 +230,21 @@ def _switch_hint(target: Settings, moved_db: bool) -> str:
         env.append(f"MEMORY_MCP_TABLE={target.table}")
     return ("to switch, restart the server with:\n  " + " ".join(env) + " memory-mcp serve\n"
             "the source table is unchanged; remove it once the new one serves well")
+
+
+def _plugin_note(source: Settings) -> str:
+    """What OpenClaw needs to follow a re-embedded copy of the table its plugin reads (nothing if none does)."""
+    from app.memory.embeddings.openclaw import plugin_on_table
+
+    try:
+        plugin = plugin_on_table(source)
+    except AppError:
+        return ""
+    if plugin is None:
+        return ""
+    return (f"\nmemory-lancedb-pro reads {source.db_path} ({plugin.model}, {plugin.dimensions}-d) and opens only a "
+            f"table named memories: for OpenClaw to use the new vectors, give it the new directory (dbPath) and "
+            f"model (embedding.model, embedding.dimensions) in {plugin.config_path}")
 
 
 def _reembed(args: argparse.Namespace) -> int:
@@ -238,10 +268,10 @@ def _reembed(args: argparse.Namespace) -> int:
         bar.close()
     report.seconds = command_seconds()  # the whole command, imports included
     if args.json:
-        print_json({**report.model_dump(), "switch": _switch_hint(target, bool(args.into))})
+        print_json({**report.model_dump(), "switch": _switch_hint(target, bool(args.into)) + _plugin_note(source)})
     else:
         print(_summary("re-embedded", report))
-        print(_switch_hint(target, bool(args.into)))
+        print(_switch_hint(target, bool(args.into)) + _plugin_note(source))
     return EXIT_OK
 
 
@@ -342,6 +372,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
     from app.memory.embeddings.openclaw import describe_embedding_settings
     from app.memory.store import diagnostics
     from app.memory.store.diagnostics import Check
+    from app.memory.upgrade_rows import check as check_row_format
 
     checks = [diagnostics.check_db_path(settings.db_path),
               Check(name="embedding_settings", status="ok", detail=describe_embedding_settings(settings))]
@@ -352,6 +383,8 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         embedder_check = Check(name="embedder", status="fail", detail=str(exc),
                                fix="install the package or choose another MEMORY_MCP_EMBEDDING_PROVIDER")
     checks += diagnostics.check_table(settings, embedder, full=args.full)
+    if (row_format := await asyncio.to_thread(check_row_format, settings)) is not None:
+        checks.append(row_format)
     checks.append(diagnostics.check_lock(settings.db_path))
     checks.append(await asyncio.to_thread(check_server, _doctor_url(args, settings)))
     if embedder is not None:
@@ -433,6 +466,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     _store_options(importer)
     _embedder_options(importer)
     _transfer_options(importer, 500)
+    vector_options(importer)
     importer.add_argument("--json", action="store_true", help="print the report as JSON")
     importer.set_defaults(handler=_command(_import))
 

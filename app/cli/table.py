@@ -1,4 +1,5 @@
-"""``memory-mcp rewrite-table``: rewrite a table memory-lancedb-pro cannot read (Lance format 2.2) as 2.0."""
+"""Table upkeep for memory-lancedb-pro: ``rewrite-table`` rewrites a table the plugin cannot read (Lance
+format 2.2) as 2.0; ``upgrade-rows`` gives rows earlier versions wrote the plugin's smart metadata."""
 
 from __future__ import annotations
 
@@ -30,10 +31,38 @@ def _rewrite(args: argparse.Namespace) -> int:
     return data.EXIT_OK
 
 
+def _upgrade_rows(args: argparse.Namespace) -> int:
+    from app.memory.upgrade_rows import upgrade_rows
+
+    settings = data._settings(args)
+    if settings.db_dir is not None and not (settings.db_dir / f"{settings.table}.lance").is_dir():
+        raise data.UsageError(f"no table {settings.table!r} in {settings.db_uri}; check --db / --table")
+    report = upgrade_rows(settings, dry_run=args.dry_run, batch_size=args.batch)
+    if args.json:
+        print_json(report.model_dump())
+        return data.EXIT_OK
+    where = f"{report.db_path}/{report.table}"
+    done = (f"would upgrade {report.legacy_ours}" if report.dry_run else f"upgraded {report.upgraded}")
+    print(f"{done} of {report.rows} rows in {where} to memory-lancedb-pro's current format "
+          f"({report.seconds:.1f} s)")
+    if report.legacy_foreign:
+        print(f"{report.legacy_foreign} legacy rows memory-mcp did not write are left to the plugin: "
+              "`openclaw memory-pro upgrade`", file=sys.stderr)
+    return data.EXIT_OK
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``rewrite-table``."""
+    """Add ``rewrite-table`` and ``upgrade-rows``."""
     rewrite = commands.add_parser(
         "rewrite-table", help="rewrite the table in a Lance format memory-lancedb-pro can read (keeps a backup)")
     data._store_options(rewrite)
     rewrite.add_argument("--json", action="store_true", help="print the result as JSON")
     rewrite.set_defaults(handler=lambda args: data._run(_rewrite, args))
+
+    upgrade = commands.add_parser(
+        "upgrade-rows", help="give rows earlier versions wrote memory-lancedb-pro's smart metadata (metadata only)")
+    data._store_options(upgrade)
+    upgrade.add_argument("--dry-run", action="store_true", help="count the rows to upgrade, change nothing")
+    upgrade.add_argument("--batch", type=int, default=500, help="rows per commit (default 500)")
+    upgrade.add_argument("--json", action="store_true", help="print the report as JSON")
+    upgrade.set_defaults(handler=lambda args: data._run(_upgrade_rows, args))

@@ -5,6 +5,10 @@ know no others. Our tags live in the row's metadata (``tags``), and the column g
 first tag names (in the plugin's own vocabulary, its smart categories included), else ``other``, the
 plugin's default. Rows written by earlier memory-mcp versions hold the tags joined by commas in the
 column; they read as ``other`` with those tags (an update of their tags writes the category).
+
+The plugin's smart metadata also names one of its six smart categories (``memory_category``, its
+``memory-categories.ts``); ``memory_category`` picks it from the same first tag, so the pair is one the
+plugin maps onto each other (profile and cases onto fact, events onto decision, patterns onto other).
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ _ALIASES = {
 }
 
 
+SMART_CATEGORIES = ("profile", "preferences", "entities", "events", "cases", "patterns")
+SMART_DEFAULT = "patterns"
+# The plugin's normalizeCategory aliases (singulars), and its LEGACY_TO_SMART_CATEGORY for the storage ones.
+_SMART_ALIASES = {"preference": "preferences", "entity": "entities", "event": "events", "case": "cases",
+                  "pattern": "patterns"}
+_STORAGE_TO_SMART = {"preference": "preferences", "fact": "cases", "decision": "events", "entity": "entities",
+                     "reflection": "patterns", "other": "patterns"}
+
+
 def named_by(word: str) -> str | None:
     """The storage category a word names (case-insensitive), or None."""
     lower = word.strip().lower()
@@ -30,6 +43,26 @@ def named_by(word: str) -> str | None:
 def from_tags(tags: Iterable[str]) -> str:
     """The column value for a memory with these tags: the first that names a category, else ``other``."""
     return next((category for tag in tags if (category := named_by(tag)) is not None), DEFAULT)
+
+
+def smart_named_by(word: str) -> str | None:
+    """The smart category a word names (case-insensitive): itself, its singular, or a storage category's."""
+    lower = word.strip().lower()
+    if lower in SMART_CATEGORIES:
+        return lower
+    if lower in _SMART_ALIASES:
+        return _SMART_ALIASES[lower]
+    storage = named_by(lower)
+    return None if storage is None else _STORAGE_TO_SMART[storage]
+
+
+def memory_category(tags: Iterable[str], column: object = None) -> str:
+    """The plugin's ``memory_category`` for a row: from the first tag that names a category (the tag
+    ``from_tags`` takes for the column), else from the column's storage category, as the plugin maps it."""
+    for tag in tags:
+        if (smart := smart_named_by(tag)) is not None:
+            return smart
+    return _STORAGE_TO_SMART[of_column(column)]
 
 
 def of_column(raw: object) -> str:

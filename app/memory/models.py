@@ -24,7 +24,12 @@ class Memory(BaseModel):
     superseded_by: str | None = Field(
         default=None,
         description="Id of the memory that replaced this one (recall hides it unless include_superseded); null "
-        "when it is current, including when its replacement was deleted.",
+        "when none did or the replacement was deleted.",
+    )
+    invalidated_at: int | None = Field(
+        default=None,
+        description="When it stopped being current, ms since the Unix epoch: replaced (here or in OpenClaw's "
+        "memory-lancedb-pro) or retired by the plugin; recall hides it unless include_superseded. Null when current.",
     )
 
 

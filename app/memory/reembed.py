@@ -14,6 +14,7 @@ import time
 import pyarrow as pa
 
 from app.memory.embeddings.base import Embedder
+from app.memory.export import open_snapshot, scan_batches
 from app.memory.store import connection
 from app.memory.store.lease import CompactionLease
 from app.memory.store.retention import prune_age, versions_dir
@@ -24,9 +25,7 @@ from app.memory.transfer import (
     SameTable,
     TransferReport,
     finish,
-    open_snapshot,
     open_target,
-    scan_batches,
     with_retry,
     write_batch,
 )

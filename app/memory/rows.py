@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memory import categories
+from app.memory import categories, smart_metadata
 from app.memory.models import Memory, MemoryHit
 from app.memory.scopes import agent_of
 from app.memory.store.schema import new_id, parse_metadata
@@ -30,23 +30,37 @@ SUPERSEDED_BY = "superseded_by"
 
 def new_row(text: str, vector: np.ndarray, scope: str, tags: list[str], importance: float,
             agent: str | None, embedding_model: str, supersedes: str | None = None) -> dict[str, Any]:
-    """A fresh row with a UUID, a millisecond timestamp, the plugin's category for ``tags`` and the tags
-    themselves in the metadata."""
+    """A fresh row with a UUID, a millisecond timestamp, the plugin's category for ``tags``, its smart
+    metadata (``smart_metadata``) and our own fields (the tags, the agent, the model) in the metadata."""
     timestamp = now_ms()
+    column = categories.from_tags(tags)
     metadata = {"created": iso(timestamp), "tags": tags, "agent": agent, "embedding_model": embedding_model,
-                "source": "memory-mcp"}
+                smart_metadata.ORIGIN_KEY: smart_metadata.ORIGIN,
+                **smart_metadata.for_new_row(text, categories.memory_category(tags, column), timestamp)}
     if supersedes is not None:
         metadata[SUPERSEDES] = supersedes
+        metadata["relations"] = [{"type": "supersedes", "targetId": supersedes}]
     return {
         "id": new_id(),
         "text": text,
         "vector": vector,
         "scope": scope,
-        "category": categories.from_tags(tags),
+        "category": column,
         "importance": importance,
         "timestamp": timestamp,
         "metadata": json.dumps(metadata, ensure_ascii=False),
     }
+
+
+def revised_metadata(memory: Memory, metadata: dict[str, Any], values: dict[str, Any]) -> str:
+    """The metadata JSON of ``memory`` updated with column ``values``: ``metadata`` (its own, changed) with
+    ``updated`` set and the plugin's smart fields in line with the new text and tags (``smart_metadata.revised``)."""
+    revised = smart_metadata.revised(
+        {**metadata, "updated": iso(now_ms())}, text=values.get("text", memory.text),
+        tags=[str(t) for t in metadata["tags"]] if isinstance(metadata.get("tags"), list) else memory.tags,
+        column=values.get("category", memory.category), timestamp=memory.timestamp,
+        text_changed="text" in values, tags_changed="category" in values)
+    return json.dumps(revised, ensure_ascii=False)
 
 
 def tags_of(row: dict[str, Any], metadata: dict[str, Any]) -> list[str]:
@@ -81,6 +95,7 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
         "metadata": metadata,
         "supersedes": link(metadata, SUPERSEDES),
         "superseded_by": link(metadata, SUPERSEDED_BY),
+        "invalidated_at": smart_metadata.retired_at(metadata, row.get("timestamp"), now_ms()),
     }
 
 

@@ -11,7 +11,6 @@ vectors were compared.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections import Counter
@@ -40,7 +39,7 @@ from app.memory.models import (
     Stats,
 )
 from app.memory.ranking import vector_score
-from app.memory.rows import iso, new_row, now_ms, to_memory
+from app.memory.rows import new_row, revised_metadata, to_memory
 from app.memory.scopes import GLOBAL, agent_of, agent_scope, check_scope, normalize_scope, writable_scopes
 from app.memory.store import filters
 from app.memory.store.recovery import RecoveryReport, health_fields, open_with_recovery
@@ -245,8 +244,7 @@ class MemoryService:
             metadata["embedding_model"] = self.embedder.model
         if not values:
             return current
-        metadata["updated"] = iso(now_ms())
-        values["metadata"] = json.dumps(metadata, ensure_ascii=False)
+        values["metadata"] = revised_metadata(current, metadata, values)
         if await self.writer.update(current.id, values) == 0:
             raise MemoryNotFound(f"memory {memory_id!r} was deleted meanwhile")
         return await self.get(current.id)
@@ -260,6 +258,7 @@ class MemoryService:
         """
         current = await self.get(memory_id)
         self._authorize(current.scope, caller)
+        await supersede.reinstate(self.store, self.writer.update, current)  # first: a crash leaves both current
         if await self.writer.delete(current.id) == 0:
             raise MemoryNotFound(f"no memory with id {memory_id!r}")
 

@@ -1,11 +1,8 @@
-"""Export, import and re-embed the memory table as JSONL, with every column and every row.
+"""Import an export (``export``) and the writes ``reembed`` shares with it, with every column and every row.
 
-The export's first line is a header with the table's embedding identity and its Arrow schema, so an
-import can rebuild extra (memory-lancedb-pro) columns with their exact types and can tell whether the
-exported vectors are reusable: they are only when the recorded provider, model and dimension equal
-the target's embedder; otherwise the texts are re-embedded. Every later line is one row.
+The export's header says whose vectors it holds: ``import_vectors`` keeps them for the same model and
+never embeds with another one unasked; its Arrow schema rebuilds extra (plugin) columns exactly.
 
-Reads pin one table version, so an export is a consistent snapshot even while a server writes.
 Writes never go through the server's writer (which would give colliding ids fresh ones): each batch
 is checked for ids already present and appended under the same cross-process lock the server takes,
 so an import or re-embed is idempotent, resumable and safe beside a running server.
@@ -19,36 +16,29 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
-from app.errors import InvalidInput, NotFound
+from app.errors import InvalidInput
 from app.memory.embeddings.base import Embedder
 from app.memory.errors import StoreBusy
+from app.memory.export import FORMAT, FORMAT_VERSION, Progress
+from app.memory.import_vectors import Mode, keeps_vectors
 from app.memory.store import connection, filters, table_format
 from app.memory.store.commits import is_retryable
-from app.memory.store.schema import build_schema, recorded_identity, vector_dimension
+from app.memory.store.schema import build_schema
 from app.memory.store.table import Store
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "memory-mcp-export"
-FORMAT_VERSION = 1
 DEFAULT_BATCH = 500
 MAX_ATTEMPTS = 8
 COMPACT_AFTER_COMMITS = 8  # an import of many batches leaves one fragment per batch
 T = TypeVar("T")
-#: ``progress(done, total)``; total is None when unknown.
-Progress = Callable[[int, int | None], None]
-
-
-class TableMissing(NotFound):
-    code = "table_not_found"
 
 
 class InvalidExport(InvalidInput):
@@ -57,13 +47,6 @@ class InvalidExport(InvalidInput):
 
 class SameTable(InvalidInput):
     code = "same_table"
-
-
-class ExportReport(BaseModel):
-    rows: int
-    vectors: bool
-    table_version: int
-    seconds: float
 
 
 class TransferReport(BaseModel):
@@ -80,90 +63,6 @@ class TransferReport(BaseModel):
     dropped_columns: list[str] = []
     embedding: dict[str, str] = {}
     seconds: float = 0.0
-
-
-# --- reading -------------------------------------------------------------------------------------
-
-
-def open_snapshot(settings: Settings) -> Any:
-    """The table pinned at its current version, opened without creating anything (directory or URI).
-
-    Raises:
-        TableMissing: no such directory or table.
-    """
-    where, table_name = settings.db_uri, settings.table
-    if settings.db_dir is not None and not settings.db_dir.is_dir():
-        raise TableMissing(f"no LanceDB directory at {where}; check --db / MEMORY_MCP_DB_PATH")
-    db = connection.connect(settings)
-    try:
-        table = db.open_table(table_name)
-    except (FileNotFoundError, ValueError) as exc:
-        raise TableMissing(f"no table {table_name!r} in {where}; check --table / MEMORY_MCP_TABLE") from exc
-    table.checkout(table.version)  # one consistent snapshot while other processes write
-    return table
-
-
-def scan_batches(table: Any, columns: list[str], where: str | None, batch_size: int) -> Iterator[list[dict[str, Any]]]:
-    """Rows in batches straight from the table's stream; never the whole table in memory."""
-    query = table.search()
-    if where:
-        query = query.where(where)
-    reader = query.select(columns).limit(None).to_batches(batch_size)
-    for batch in reader:
-        if batch.num_rows:
-            yield batch.to_pylist()
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
-
-
-def export_header(table: Any, *, vectors: bool, scope: str | None, rows: int) -> dict[str, Any]:
-    schema: pa.Schema = table.schema
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "table": table.name,
-        "table_version": int(table.version),
-        "rows": rows,
-        "scope": scope,
-        "vectors": vectors,
-        "embedding": recorded_identity(schema),
-        "dimension": vector_dimension(schema),
-        "columns": [name for name in schema.names if vectors or name != "vector"],
-        "arrow_schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
-        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def export_jsonl(settings: Settings, out: TextIO, *, vectors: bool = False, scope: str | None = None,
-                 batch_size: int = DEFAULT_BATCH, progress: Progress | None = None) -> ExportReport:
-    """Write a header line and one JSON line per row (every column; the vector only if asked).
-
-    Raises:
-        TableMissing: the table does not exist.
-    """
-    started = time.monotonic()
-    table = open_snapshot(settings)
-    where = filters.eq("scope", scope) if scope is not None else None
-    total = int(table.count_rows(where))
-    header = export_header(table, vectors=vectors, scope=scope, rows=total)
-    out.write(json.dumps(header, ensure_ascii=False) + "\n")
-    done = 0
-    for rows in scan_batches(table, header["columns"], where, batch_size):
-        out.write("".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in rows))
-        done += len(rows)
-        if progress:
-            progress(done, total)
-    out.flush()
-    return ExportReport(rows=done, vectors=vectors, table_version=header["table_version"],
-                        seconds=time.monotonic() - started)
 
 
 # --- target tables ---------------------------------------------------------------------------------
@@ -346,14 +245,6 @@ def header_schema(header: dict[str, Any]) -> pa.Schema | None:
         raise InvalidExport("the export header's arrow_schema is damaged") from exc
 
 
-def vectors_reusable(header: dict[str, Any], embedder: Embedder) -> bool:
-    """Only vectors whose recorded provider, model and dimension are the embedder's (unrecorded: never)."""
-    recorded = header.get("embedding")
-    return bool(header.get("vectors")) and isinstance(recorded, dict) and (
-        {k: str(v) for k, v in recorded.items() if k in ("provider", "model", "dimension")} == embedder.identity
-    )
-
-
 def valid_row(row: object) -> bool:
     if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
         return False
@@ -387,23 +278,36 @@ def parse_rows(lines: Iterable[str], report: TransferReport, batch_size: int) ->
         yield batch
 
 
+def target_exists(settings: Settings) -> bool:
+    if settings.db_dir is not None:
+        return (settings.db_dir / f"{settings.table}.lance").is_dir()
+    return connection.table_exists(connection.connect(settings), settings.table)
+
+
 async def import_jsonl(lines: Iterable[str], settings: Settings, embedder: Embedder, *,
-                       batch_size: int = DEFAULT_BATCH, progress: Progress | None = None) -> TransferReport:
-    """Add the exported rows that the table lacks; reuse vectors of the same model, else re-embed.
+                       batch_size: int = DEFAULT_BATCH, progress: Progress | None = None,
+                       vectors: Mode = "auto") -> TransferReport:
+    """Add the exported rows that the table lacks; keep the vectors of the same model (or as ``vectors``
+    says), embed the rest with ``embedder``: the one ``serve`` would use on the target (``import_vectors``).
 
     Raises:
         InvalidExport: not an export file. EmbeddingModelMismatch: the target holds another model.
+        ModelChoiceNeeded: the export's vectors are another model's and ``vectors`` does not say what to do.
         EmbeddingError: the embedder failed (rows committed so far stay; re-running resumes).
     """
     started = time.monotonic()
     iterator = iter(lines)
     header = parse_header(next(iterator, None))
     template = header_schema(header)
-    store = await asyncio.to_thread(open_target, settings, embedder, template)
+    if await asyncio.to_thread(target_exists, settings):  # a table of another model is refused first
+        store = await asyncio.to_thread(open_target, settings, embedder, template)
+        reuse = keeps_vectors(header, embedder, vectors)
+    else:  # decided before the new table is created: a refused import leaves nothing behind
+        reuse = keeps_vectors(header, embedder, vectors)
+        store = await asyncio.to_thread(open_target, settings, embedder, template)
     report = TransferReport(db_path=str(settings.db_path), table=settings.table, embedding=embedder.identity)
     known = set(store.table.schema.names)
     report.dropped_columns = [c for c in header.get("columns", []) if c not in known]
-    reuse = vectors_reusable(header, embedder)
     total = header.get("rows") if isinstance(header.get("rows"), int) else None
     batches = 0
     for rows in parse_rows(iterator, report, batch_size):

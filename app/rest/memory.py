@@ -66,13 +66,16 @@ class SearchHit(BaseModel):
     )
     supersedes: str | None = Field(description="Id of the older memory this one replaces.")
     superseded_by: str | None = Field(description="Id of the memory that replaced this one; null when current.")
+    invalidated_at: int | None = Field(description="When it stopped being current (ms): replaced, or retired by "
+                                       "OpenClaw's memory-lancedb-pro; null when current.")
 
     @classmethod
     def of(cls, hit: MemoryHit) -> SearchHit:
         return cls(id=hit.id, text=hit.text, scope=hit.scope, category=hit.category, tags=hit.tags,
                    importance=hit.importance,
                    timestamp=hit.timestamp, score=hit.score, similarity=hit.similarity,
-                   duplicate_ids=hit.duplicate_ids, supersedes=hit.supersedes, superseded_by=hit.superseded_by)
+                   duplicate_ids=hit.duplicate_ids, supersedes=hit.supersedes, superseded_by=hit.superseded_by,
+                   invalidated_at=hit.invalidated_at)
 
 
 TextField = Annotated[str, Field(min_length=1, json_schema_extra=_TEXT_SCHEMA)]

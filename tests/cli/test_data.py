@@ -109,6 +109,20 @@ def test_export_to_stdout_pipes_into_import_from_stdin(make_settings: SettingsFa
     assert report["written"] == 14 and report["reembedded"] == 14  # no --vectors: texts are embedded again
 
 
+def test_import_into_another_model_asks_for_reembed_or_keep_vectors_and_says_which_model_embedded(
+        make_settings: SettingsFactory, run: Callable[..., Result]) -> None:
+    bulk_store(make_settings(), 10)
+    exported = run("export", "--vectors", "--out", "all.jsonl")
+    refused = run("import", "all.jsonl", "--db", "small", "--dimensions", "64")
+    kept_wrong = run("import", "all.jsonl", "--db", "small", "--dimensions", "64", "--keep-vectors")
+    done = run("import", "all.jsonl", "--db", "small", "--dimensions", "64", "--reembed")
+    assert exported.returncode == 0 and (refused.returncode, kept_wrong.returncode) == (1, 1)
+    assert "hash/hash-bow-v1 (256-d)" in refused.stderr and "pass --reembed" in refused.stderr
+    assert "256-d, but the target embeds with hash/hash-bow-v1 (64-d)" in kept_wrong.stderr
+    assert done.returncode == 0, done.stderr
+    assert "10 re-embedded with hash/hash-bow-v1 (64-d)" in done.stdout
+
+
 def test_data_commands_fail_with_exit_1_and_a_reason(tmp_path: Path, run: Callable[..., Result]) -> None:
     (tmp_path / "notes.txt").write_text("just text\n", encoding="utf-8")
     missing_db = cli(tmp_path, "export", "--db", "nowhere")  # one real process: the exit code reaches the shell

@@ -19,6 +19,8 @@ import pytest
 
 from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.errors import EmbeddingModelMismatch, StoreBusy
+from app.memory.export import export_jsonl
+from app.memory.import_vectors import ModelChoiceNeeded
 from app.memory.reembed import compact_table, reembed
 from app.memory.rows import new_row
 from app.memory.service import MemoryService
@@ -26,7 +28,7 @@ from app.memory.store import diagnostics
 from app.memory.store.locks import LOCK_DIR_NAME, STALE_S, WriteLock
 from app.memory.store.schema import recorded_identity, vector_dimension
 from app.memory.store.table import Store
-from app.memory.transfer import InvalidExport, SameTable, TransferReport, export_jsonl, import_jsonl
+from app.memory.transfer import InvalidExport, SameTable, TransferReport, import_jsonl
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 
@@ -110,8 +112,9 @@ async def test_export_without_vectors_and_with_a_scope_writes_only_that_scope(ma
     assert set(rows[0]) == {"id", "text", "scope", "category", "importance", "timestamp", "metadata"}
 
 
-def legacy_table(db_path: Path, count: int) -> list[dict[str, Any]]:
-    """memory-lancedb-pro's shape: full UUIDs, float ms timestamps, no recorded model, extra columns."""
+def legacy_table(db_path: Path, count: int, storage_version: str | None = None) -> list[dict[str, Any]]:
+    """memory-lancedb-pro's shape: full UUIDs, float ms timestamps, no recorded model, extra columns;
+    ``storage_version``: the Lance format ("2.0" is the plugin's), else LanceDB's default."""
     schema = pa.schema([
         pa.field("id", pa.string()), pa.field("text", pa.string()), pa.field("vector", pa.list_(pa.float32(), 256)),
         pa.field("category", pa.string()), pa.field("scope", pa.string()), pa.field("importance", pa.float64()),
@@ -127,7 +130,9 @@ def legacy_table(db_path: Path, count: int) -> list[dict[str, Any]]:
                      "category": "fact", "scope": SCOPES[i % 3], "importance": 0.25, "timestamp": 1.7e12 + i + 0.5,
                      "metadata": json.dumps({"l0": f"abstract {i}", "embedding_model": "jina-v3"}),
                      "source_app": "openclaw", "access_count": i})
-    lancedb.connect(str(db_path)).create_table("memories", pa.Table.from_pylist(rows, schema=schema))
+    options = {"new_table_data_storage_version": storage_version} if storage_version else None
+    lancedb.connect(str(db_path)).create_table("memories", pa.Table.from_pylist(rows, schema=schema),
+                                               storage_options=options)
     return rows
 
 
@@ -157,15 +162,19 @@ async def test_a_memory_lancedb_pro_table_exports_and_imports_with_its_extra_col
         assert json.loads(got["metadata"]) == {**json.loads(row["metadata"]), "embedding_model": "hash-bow-v1"}
 
 
-async def test_import_with_an_embedder_of_another_dimension_reembeds_every_text(
+async def test_import_with_an_embedder_of_another_dimension_asks_first_then_reembeds_every_text(
         make_settings: SettingsFactory, tmp_path: Path) -> None:
     source = make_settings()
     await asyncio.to_thread(bulk_store, source, 120)
     text = await asyncio.to_thread(export_text, source, vectors=True)
     small = HashEmbedder(64)
     target = make_settings(db_path=tmp_path / "small", embedding_dimensions=64)
+    with pytest.raises(ModelChoiceNeeded) as refused:
+        await run_import(text, target, small)
+    assert "hash/hash-bow-v1 (256-d)" in refused.value.message and "(64-d)" in refused.value.message
+    assert not (tmp_path / "small").exists()  # refused before the target was created
 
-    report = await run_import(text, target, small, batch_size=50)
+    report = await run_import(text, target, small, batch_size=50, vectors="reembed")
 
     assert report.reembedded == 120 and report.vectors_reused == 0 and report.written == 120
     assert vector_dimension(table_of(target).schema) == 64
@@ -309,4 +318,5 @@ async def test_doctor_checks_pass_on_a_healthy_store(make_settings: SettingsFact
               diagnostics.check_lock(settings.db_path), await diagnostics.check_embedder(HashEmbedder())]
     assert [(c.name, c.status) for c in checks if c.status != "ok"] == []
     assert [c.name for c in checks] == ["db_path", "table", "schema", "embedding_model", "vector_dimension",
-                                        "file_format", "fragments", "rows", "write_lock", "embedder"]
+                                        "file_format", "openclaw_plugin", "fragments", "rows", "write_lock",
+                                        "embedder"]

@@ -22,8 +22,8 @@ def test_post_then_vector_search_finds_it_first_with_the_documented_shape(client
     assert response.status_code == 200 and response.headers["X-Search-Mode"] == "vector"
     first = response.json()[0]
     assert set(first) == {"id", "text", "scope", "category", "tags", "importance", "timestamp", "score",
-                          "similarity", "duplicate_ids", "supersedes", "superseded_by"}
-    assert first["id"] == memory_id and first["scope"] == "project:p"
+                          "similarity", "duplicate_ids", "supersedes", "superseded_by", "invalidated_at"}
+    assert first["id"] == memory_id and first["scope"] == "project:p" and first["invalidated_at"] is None
     assert first["category"] == "other" and first["tags"] == ["ops", "release"]  # neither names a plugin category
     assert first["importance"] == 0.9 and first["score"] == pytest.approx(1.0, abs=1e-5)
     assert first["similarity"] == pytest.approx(1.0, abs=1e-5) and first["duplicate_ids"] == []

@@ -30,6 +30,9 @@ def test_a_superseded_memory_is_hidden_from_both_searches_until_asked_for(client
         assert _links(shown) == everything, path
     assert _links(client.get("/memories").json()) == everything
     assert client.get(f"/memories/{old}").json()["superseded_by"] == new
+    retired = {hit["id"]: hit["invalidated_at"] for hit in client.get(
+        "/search", params={"q": "timestamps", "include_superseded": "true"}).json()}
+    assert retired[new] is None and retired[old] == client.get(f"/memories/{old}").json()["invalidated_at"] > 0
     assert client.get("/stats").json()["total"] == 2
 
 

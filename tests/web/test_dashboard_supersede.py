@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import httpx
+import lancedb
 from playwright.sync_api import expect
 
 from tests.conftest import SettingsFactory
@@ -35,4 +39,29 @@ def test_the_list_dims_a_superseded_memory_and_badges_both_ends_of_the_link(
         search(page, "timestamps API payload", "Semantic search")
         expect(page.locator("#memory-list .memory")).to_have_count(1)
         expect(memory_item(page, NEW).locator(".badge.supersedes")).to_have_text(f"supersedes {old}")
+    assert browser_page.problems.messages == []
+
+
+def test_a_memory_the_plugin_retired_is_dimmed_in_the_list_and_hidden_from_search(
+    make_settings: SettingsFactory, browser_page: BrowserPage
+) -> None:
+    page = browser_page.page
+    settings = make_settings()
+    with dashboard_server(settings, browser_page) as server:
+        memories = f"{server.url}/api/lancedb/memories"
+        retired = httpx.post(memories, json={"text": OLD}).json()["id"]
+        httpx.post(memories, json={"text": NEW})
+        # memory-lancedb-pro's dreaming engine archives a duplicate: invalidated_at, no replacement named.
+        table = lancedb.connect(str(settings.db_path)).open_table(settings.table)
+        [row] = table.search().where(f"id = '{retired}'").select(["metadata"]).to_list()
+        metadata = {**json.loads(row["metadata"]), "invalidated_at": int(time.time() * 1000), "state": "archived"}
+        table.update(where=f"id = '{retired}'", values={"metadata": json.dumps(metadata)})
+
+        page.goto(f"{server.url}/#memories")
+        older = memory_item(page, OLD)
+        expect(older.locator(".badge.superseded-by")).to_have_text("retired")
+        expect(older).to_have_class("memory superseded")
+        search(page, "timestamps API payload", "Semantic search")
+        expect(page.locator("#memory-list .memory")).to_have_count(1)
+        expect(memory_item(page, NEW)).to_have_class("memory")
     assert browser_page.problems.messages == []

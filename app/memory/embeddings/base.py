@@ -53,6 +53,9 @@ class Embedder(abc.ABC):
     default_dedup_threshold: float = 0.90
     #: Every call ends within a deadline of its own (remote providers); otherwise the caller bounds it.
     enforces_deadline: bool = False
+    #: The settings are memory-lancedb-pro's own, from openclaw.json: its tables record no model, and
+    #: that file names the one their vectors come from.
+    settings_from_openclaw: bool = False
 
     @abc.abstractmethod
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

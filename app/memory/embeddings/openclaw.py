@@ -81,6 +81,7 @@ class OpenClawEmbedder(RemoteEmbedder):
     """The plugin's request, field for field; vectors are stored unit length like every memory-mcp vector."""
 
     default_dedup_threshold = 0.90
+    settings_from_openclaw = True
 
     def __init__(self, *, plugin: PluginEmbedding, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -130,14 +131,35 @@ def mirrored_plugin(settings: Settings) -> PluginEmbedding | None:
     Raises:
         OpenClawConfigError: it does, but its settings cannot be resolved.
     """
-    if "embedding_provider" in settings.model_fields_set or settings.openclaw_config is None:
+    if "embedding_provider" in settings.model_fields_set:
         return None
-    if settings.db_dir is None:
+    plugin = plugin_on_table(settings)
+    return None if plugin is None else _with_overrides(plugin, settings)
+
+
+def plugin_on_table(settings: Settings) -> PluginEmbedding | None:
+    """The plugin's own settings (ours left aside) when openclaw.json points it at the directory ``settings``
+    opens: what it would open the table with.
+
+    Raises:
+        OpenClawConfigError: it does, but its settings cannot be resolved.
+    """
+    if settings.openclaw_config is None or settings.db_dir is None:
         return None
     plugin = load_plugin_embedding(settings.openclaw_config)
     if plugin is None or _same_dir(plugin.db_path) != _same_dir(settings.db_dir):
         return None
-    return _with_overrides(plugin, settings)
+    return plugin
+
+
+def plugin_identity(settings: Settings) -> dict[str, str] | None:
+    """The model identity ``serve`` would embed with on this directory from openclaw.json, if it would:
+    the model of a plugin table's vectors, which the table itself does not record."""
+    try:
+        plugin = mirrored_plugin(settings)
+    except OpenClawConfigError:
+        return None
+    return None if plugin is None else build(plugin, settings).identity
 
 
 def _same_dir(path: Path) -> str:

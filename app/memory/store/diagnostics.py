@@ -24,6 +24,8 @@ from app.memory.store.schema import REQUIRED_COLUMNS, recorded_identity, vector_
 from app.settings import Settings
 
 Status = Literal["ok", "warn", "fail"]
+#: The one table memory-lancedb-pro opens in its directory (its store's TABLE_NAME).
+PLUGIN_TABLE = "memories"
 #: More fragments than this make filtered searches slow (docs/performance.md, 'Compaction and tail merges').
 FRAGMENTS_WARN = 100
 
@@ -119,6 +121,10 @@ def _reembed_hint(embedder: Embedder, recorded_provider: str | None) -> str:
 def check_model(schema: pa.Schema, embedder: Embedder) -> Check:
     recorded = recorded_identity(schema)
     configured = f"{embedder.name}/{embedder.model} ({embedder.dimension}-d)"
+    if recorded is None and embedder.settings_from_openclaw:
+        return Check(name="embedding_model", status="ok",
+                     detail=f"the table records no model, as memory-lancedb-pro's tables; openclaw.json names it: "
+                            f"{configured}")
     if recorded is None:
         return Check(name="embedding_model", status="warn",
                      detail=f"the table records no model (a memory-lancedb-pro table); configured {configured}",
@@ -269,7 +275,8 @@ def check_table(settings: Settings, embedder: Embedder | None, *, full: bool = F
     checks.append(check_schema(schema))
     if embedder is not None:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
-    checks += [check_format(settings), check_fragments(table), check_rows(table, None if full else ROW_SAMPLE)]
+    checks += [check_format(settings), check_plugin(settings, schema), check_fragments(table),
+               check_rows(table, None if full else ROW_SAMPLE)]
     return checks
 
 
@@ -278,10 +285,45 @@ def check_format(settings: Settings) -> Check:
     uri = f"{settings.db_uri}/{settings.table}.lance"
     version = table_format.storage_version(uri, settings.storage_options)
     if table_format.plugin_reads(version):
-        return Check(name="file_format", status="ok", detail=f"Lance format {version}, readable by memory-lancedb-pro")
+        return Check(name="file_format", status="ok", detail=f"Lance format {version}, which memory-lancedb-pro's "
+                                                             "LanceDB reads")
     return Check(name="file_format", status="fail",
                  detail=f"Lance format {version}: memory-lancedb-pro's LanceDB 0.26 crashes reading it",
                  fix="`memory-mcp rewrite-table` rewrites it in format 2.0 in place (a backup is kept)")
+
+
+def check_plugin(settings: Settings, schema: pa.Schema) -> Check:
+    """Whether memory-lancedb-pro, as openclaw.json sets it up on this directory, would open the table: its
+    table name, a Lance format its LanceDB reads, and the vector size it is configured for (its
+    ``MemoryStore`` refuses any other: "Vector dimension mismatch")."""
+    from app.memory.embeddings.openclaw import plugin_on_table
+    from app.memory.embeddings.openclaw_config import PLUGIN_ID, OpenClawConfigError
+
+    name = "openclaw_plugin"
+    try:
+        plugin = plugin_on_table(settings)
+    except OpenClawConfigError as exc:
+        return Check(name=name, status="warn", detail=f"cannot tell whether {PLUGIN_ID} opens the table: {exc.message}",
+                     fix="correct openclaw.json")
+    if plugin is None:
+        where = settings.openclaw_config or "no openclaw.json (MEMORY_MCP_OPENCLAW_CONFIG)"
+        return Check(name=name, status="ok", detail=f"{where} sets up no {PLUGIN_ID} on {settings.db_uri}")
+    if settings.table != PLUGIN_TABLE:
+        return Check(name=name, status="ok", detail=f"{PLUGIN_ID} opens the table {PLUGIN_TABLE!r} of "
+                     f"{settings.db_uri}, not {settings.table!r}")
+    version = table_format.storage_version(f"{settings.db_uri}/{settings.table}.lance", settings.storage_options)
+    dimension = vector_dimension(schema)
+    configured = f"openclaw.json configures {plugin.dimensions}-d vectors (model {plugin.model})"
+    if not table_format.plugin_reads(version):
+        return Check(name=name, status="fail", detail=f"{PLUGIN_ID} cannot read Lance format {version}",
+                     fix="`memory-mcp rewrite-table`")
+    if dimension != plugin.dimensions:
+        return Check(name=name, status="fail",
+                     detail=f"{PLUGIN_ID} refuses this table: it holds {dimension}-d vectors, {configured}",
+                     fix=f"set the plugin's embedding (model, dimensions) in {plugin.config_path} to the table's, "
+                         "or point its dbPath at a table made with its model (`memory-mcp import --reembed` there)")
+    return Check(name=name, status="ok", detail=f"readable by {PLUGIN_ID}: Lance format {version}, {dimension}-d "
+                                                f"vectors as {configured}")
 
 
 def _first_line(exc: BaseException) -> str:

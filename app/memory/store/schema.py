@@ -101,6 +101,8 @@ def check_compatible(schema: pa.Schema, embedder: Embedder, where: Path | str) -
         if dimension is not None and dimension != embedder.dimension:
             unknown = {"provider": "unrecorded", "model": "unrecorded", "dimension": str(dimension)}
             raise EmbeddingModelMismatch(_mismatch_message(where, unknown, embedder))
+        if embedder.settings_from_openclaw:  # the plugin's own settings name its model
+            return
         logger.warning(
             "memory table at %s records no embedding model; assuming its %s-d vectors come from %s/%s",
             where, dimension, embedder.name, embedder.model,

@@ -89,12 +89,14 @@ function linkBadges(memory) {
   const newer = pick(memory, "superseded_by");
   const older = pick(memory, "supersedes");
   if (newer) badges.push(el("span", { class: "badge link superseded-by", text: `superseded by ${newer}` }));
+  // Retired by OpenClaw's memory-lancedb-pro without naming a replacement (its duplicate archive).
+  else if (pick(memory, "invalidated_at")) badges.push(el("span", { class: "badge link superseded-by", text: "retired" }));
   if (older) badges.push(el("span", { class: "badge link supersedes", text: `supersedes ${older}` }));
   return badges;
 }
 
 function memoryItem(memory) {
-  const superseded = Boolean(pick(memory, "superseded_by"));
+  const superseded = Boolean(pick(memory, "superseded_by") || pick(memory, "invalidated_at"));
   const item = el("li", { class: superseded ? "memory superseded" : "memory", dataset: { id: memory.id } });
   const badges = linkBadges(memory);
   if (badges.length) item.append(el("div", { class: "links" }, ...badges));
