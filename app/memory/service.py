@@ -258,7 +258,7 @@ class MemoryService:
         """
         current = await self.get(memory_id)
         self._authorize(current.scope, caller)
-        await supersede.reinstate(self.store, self.writer.update, current)  # first: a crash leaves both current
+        await supersede.reinstate(self.reader, self.writer.update, current)  # first: a crash leaves both current
         if await self.writer.delete(current.id) == 0:
             raise MemoryNotFound(f"no memory with id {memory_id!r}")
 

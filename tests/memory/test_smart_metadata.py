@@ -24,13 +24,16 @@ async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService
         yield opened
 
 
-def raw(service: MemoryService, memory_id: str) -> dict[str, Any]:
+async def raw(service: MemoryService, memory_id: str) -> dict[str, Any]:
+    """The row as the table holds it (what the plugin reads), once the journal is flushed into it."""
+    await service.writer.flush()
     [row] = service.store.get_rows([memory_id], ["category", "timestamp", "metadata"])
     return {**row, "metadata": json.loads(row["metadata"])}
 
 
-def write_metadata(service: MemoryService, memory_id: str, metadata: dict[str, Any]) -> None:
-    """Another writer (the plugin) changes the row's metadata."""
+async def write_metadata(service: MemoryService, memory_id: str, metadata: dict[str, Any]) -> None:
+    """Another writer (the plugin) changes the row's metadata in the table."""
+    await service.writer.flush()
     service.store.update(memory_id, {"metadata": json.dumps(metadata)})
 
 
@@ -43,7 +46,7 @@ async def test_every_new_row_carries_the_plugins_smart_metadata_with_its_values(
         service: MemoryService, tags: list[str], column: str, smart: str) -> None:
     before = int(time.time() * 1000)
     result = await service.remember(OLD, tags=tags, agent="claude-code")
-    row = raw(service, result.memory_id)
+    row = await raw(service, result.memory_id)
     metadata = row["metadata"]
     assert row["category"] == column and metadata["memory_category"] == smart
     assert {k: metadata[k] for k in ("l0_abstract", "l1_overview", "l2_content")} == {
@@ -67,18 +70,18 @@ def test_the_abstract_is_the_first_sentence_as_the_plugins_upgrader_cuts_it(text
 
 async def test_an_update_keeps_what_the_plugin_wrote_and_follows_the_new_text_and_tags(service: MemoryService) -> None:
     memory_id = (await service.remember(OLD, tags=["infra"])).memory_id
-    counted = {**raw(service, memory_id)["metadata"], "access_count": 4, "last_accessed_at": 1_780_000_000_000,
+    counted = {**(await raw(service, memory_id))["metadata"], "access_count": 4, "last_accessed_at": 1_780_000_000_000,
                "tier": "core", "l1_overview": "- a richer overview the plugin's LLM wrote"}
-    write_metadata(service, memory_id, counted)
+    await write_metadata(service, memory_id, counted)
 
     await service.update(memory_id, importance=0.9)
-    kept = raw(service, memory_id)["metadata"]
+    kept = (await raw(service, memory_id))["metadata"]
     assert {k: kept[k] for k in ("access_count", "last_accessed_at", "tier", "l1_overview")} == {
         "access_count": 4, "last_accessed_at": 1_780_000_000_000, "tier": "core",
         "l1_overview": "- a richer overview the plugin's LLM wrote"}
 
     await service.update(memory_id, text=NEW, tags=["preference"])
-    changed = raw(service, memory_id)
+    changed = await raw(service, memory_id)
     assert changed["category"] == "preference" and changed["metadata"]["memory_category"] == "preferences"
     assert changed["metadata"]["l0_abstract"] == NEW and changed["metadata"]["l2_content"] == NEW
     assert changed["metadata"]["l1_overview"] == f"- {NEW}" and changed["metadata"]["access_count"] == 4
@@ -88,11 +91,11 @@ async def test_an_earlier_versions_row_gets_the_metadata_on_its_next_update(serv
     memory_id = (await service.remember(OLD, tags=["decision"])).memory_id
     earlier = {"created": "2026-01-02T03:04:05.000Z", "tags": ["decision"], "agent": None,
                "embedding_model": "hash-bow-v1", "source": "memory-mcp"}
-    write_metadata(service, memory_id, earlier)
-    assert smart_metadata.is_legacy("decision", raw(service, memory_id)["metadata"])
+    await write_metadata(service, memory_id, earlier)
+    assert smart_metadata.is_legacy("decision", (await raw(service, memory_id))["metadata"])
 
     await service.update(memory_id, importance=0.4)
-    row = raw(service, memory_id)
+    row = await raw(service, memory_id)
     assert not smart_metadata.is_legacy(row["category"], row["metadata"])
     assert row["metadata"]["source"] == "manual" and row["metadata"]["origin"] == "memory-mcp"
     assert row["metadata"]["memory_category"] == "events" and row["metadata"]["l2_content"] == OLD
@@ -102,9 +105,9 @@ async def test_an_earlier_versions_row_gets_the_metadata_on_its_next_update(serv
 async def test_an_update_leaves_a_plugin_row_in_its_legacy_format_to_the_plugins_upgrader(
         service: MemoryService) -> None:
     memory_id = (await service.remember(OLD)).memory_id
-    write_metadata(service, memory_id, {"note": "the plugin's own legacy row"})
+    await write_metadata(service, memory_id, {"note": "the plugin's own legacy row"})
     await service.update(memory_id, importance=0.2)
-    metadata = raw(service, memory_id)["metadata"]
+    metadata = (await raw(service, memory_id))["metadata"]
     assert "memory_category" not in metadata and metadata["note"] == "the plugin's own legacy row"
 
 
@@ -112,23 +115,23 @@ async def test_supersede_writes_the_plugins_fields_and_forgetting_the_replacemen
         service: MemoryService) -> None:
     old = (await service.remember(OLD)).memory_id
     new = (await service.remember(NEW, supersedes=old)).memory_id
-    replaced, replacing = raw(service, old)["metadata"], raw(service, new)["metadata"]
+    replaced, replacing = (await raw(service, old))["metadata"], (await raw(service, new))["metadata"]
     assert replaced["superseded_by"] == new and replaced["invalidated_at"] >= replaced["valid_from"]
     assert replaced["relations"] == [{"type": "superseded_by", "targetId": new}]
     assert replacing["supersedes"] == old and replacing["relations"] == [{"type": "supersedes", "targetId": old}]
     assert (await service.get(old)).invalidated_at == replaced["invalidated_at"]
 
     await service.forget(new)
-    restored = raw(service, old)["metadata"]
+    restored = (await raw(service, old))["metadata"]
     assert "superseded_by" not in restored and "invalidated_at" not in restored and restored["relations"] == []
     assert [hit.id for hit in (await service.recall("staging database port", top_k=3)).hits] == [old]
 
 
 async def test_an_earlier_versions_row_superseded_gets_the_metadata_too(service: MemoryService) -> None:
     old = (await service.remember(OLD, tags=["fact"])).memory_id
-    write_metadata(service, old, {"tags": ["fact"], "source": "memory-mcp"})
+    await write_metadata(service, old, {"tags": ["fact"], "source": "memory-mcp"})
     await service.remember(NEW, supersedes=old)
-    metadata = raw(service, old)["metadata"]
+    metadata = (await raw(service, old))["metadata"]
     assert metadata["memory_category"] == "cases" and metadata["source"] == "manual" and "invalidated_at" in metadata
 
 
@@ -145,9 +148,10 @@ async def test_rows_the_plugin_superseded_or_invalidated_are_hidden_as_ours_are(
     new = (await service.remember(NEW)).memory_id
     now = int(time.time() * 1000)
     # The plugin's storeSuperseding: the replaced row names its replacement and is invalidated.
-    write_metadata(service, old, {**raw(service, old)["metadata"], "superseded_by": new, "invalidated_at": now})
+    metadata = (await raw(service, old))["metadata"]
+    await write_metadata(service, old, {**metadata, "superseded_by": new, "invalidated_at": now})
     # Its dreaming engine archives a duplicate: invalidated, no replacement named.
-    write_metadata(service, archived, {**raw(service, archived)["metadata"], "invalidated_at": now,
+    await write_metadata(service, archived, {**(await raw(service, archived))["metadata"], "invalidated_at": now,
                                        "state": "archived", "memory_layer": "archive"})
 
     assert await _ids(service) == {new}
@@ -162,8 +166,8 @@ async def test_rows_the_plugin_superseded_or_invalidated_are_hidden_as_ours_are(
 
 async def test_an_invalidation_not_yet_in_effect_or_before_valid_from_hides_nothing(service: MemoryService) -> None:
     memory_id = (await service.remember(OLD)).memory_id
-    metadata = raw(service, memory_id)["metadata"]
-    write_metadata(service, memory_id, {**metadata, "invalidated_at": int(time.time() * 1000) + 3_600_000})
+    metadata = (await raw(service, memory_id))["metadata"]
+    await write_metadata(service, memory_id, {**metadata, "invalidated_at": int(time.time() * 1000) + 3_600_000})
     assert await _ids(service) == {memory_id}
-    write_metadata(service, memory_id, {**metadata, "invalidated_at": metadata["valid_from"] - 1})
+    await write_metadata(service, memory_id, {**metadata, "invalidated_at": metadata["valid_from"] - 1})
     assert await _ids(service) == {memory_id}  # the plugin ignores it too (parseSmartMetadata)
