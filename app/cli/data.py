@@ -370,6 +370,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
     from app.cli.client_configs import check_client_configs
     from app.memory.embeddings import create_embedder
     from app.memory.embeddings.openclaw import describe_embedding_settings
+    from app.memory.journal.health import check_journal
     from app.memory.store import diagnostics
     from app.memory.store.diagnostics import Check
     from app.memory.upgrade_rows import check as check_row_format
@@ -386,6 +387,7 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
     if (row_format := await asyncio.to_thread(check_row_format, settings)) is not None:
         checks.append(row_format)
     checks.append(diagnostics.check_lock(settings.db_path))
+    checks.append(await asyncio.to_thread(check_journal, settings))
     checks.append(await asyncio.to_thread(check_server, _doctor_url(args, settings)))
     if embedder is not None:
         try:
