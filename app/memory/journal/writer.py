@@ -20,6 +20,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ POLL_S = 0.25  # other writers' entries and flushes reach this instance within a
 # Team mode: a read first looks for other instances' writes unless a poll ran this recently, so a client
 # whose calls a load balancer spreads over the instances reads what it just wrote (one query, ~1 ms).
 FRESH_READ_S = 0.05
+APPEND_TIMES_KEPT = 4096  # the last journal writes' durations, for /readyz and the benchmarks
 POLL_BATCH = 10_000
 
 
@@ -80,6 +82,7 @@ class JournalWriter:
         self._polled_through = 0
         self._appended_through = 0
         self._poll_lock = threading.Lock()
+        self._append_s: deque[float] = deque(maxlen=APPEND_TIMES_KEPT)  # the journal writes' durations
         self._polled_at = -math.inf
         self._poller: asyncio.Task[None] | None = None
         self._closing = False
@@ -154,8 +157,11 @@ class JournalWriter:
         """For /readyz and doctor: how far behind the table is, and where the journal lives."""
         oldest = self.overlay.oldest_unflushed_ms()
         age = None if oldest is None else round(max(0.0, time.time() - oldest / 1000), 3)
+        times = sorted(self._append_s)
+        append = {f"p{q}_ms": round(times[min(len(times) - 1, len(times) * q // 100)] * 1000, 3)
+                  for q in (50, 99)} if times else {}
         return {"where": self.journal.where, "depth": self.depth, "oldest_unflushed_age_s": age,
-                **self.flusher.stats()}
+                "append": {**append, "n": len(times)}, **self.flusher.stats()}
 
     # The flusher's and the housekeeper's counters, under the names the rest of the service knows.
     @property
@@ -221,7 +227,9 @@ class JournalWriter:
             raise JournalFull(f"{self.overlay.unflushed} writes wait to reach the table (the bound is "
                               f"MEMORY_MCP_JOURNAL_MAX_ROWS={self.settings.journal_max_rows}); retry",
                               retry_after_s=2)
+        started = time.perf_counter()
         written = await asyncio.to_thread(self.journal.append, entries)
+        self._append_s.append(time.perf_counter() - started)
         self.overlay.add(written)
         self._appended_through = max(self._appended_through, written[-1].seq)
         self.flusher.wake()
