@@ -115,7 +115,14 @@ class Rest:
     """memory-mcp's REST API, as an agent uses it."""
 
     def __init__(self, url: str) -> None:
+        self.url = url
         self.client = httpx.Client(base_url=f"{url}/api/lancedb", timeout=60.0, trust_env=False)
+
+    def in_table(self, within_s: float = 5.0) -> None:
+        """Until memory-mcp's journal has flushed every acknowledged write into the table (the plugin reads the
+        table: it sees our writes once they are there, within a couple of seconds)."""
+        wait_for(lambda: self.client.get(f"{self.url}/readyz").json()["memory"]["journal"]["depth"] == 0,
+                 timeout=within_s, what="memory-mcp's writes reach the table")
 
     def remember(self, text: str, category: str | None = None) -> str:
         body: dict[str, Any] = {"text": text}

@@ -16,6 +16,7 @@ def test_plugin_reads_searches_updates_and_deletes_rows_memory_mcp_created(
 ) -> None:
     texts = ["the deploy runs on Fridays", "postgres listens on port 5433", "alice prefers tabs over spaces"]
     ids = [rest.remember(text, category="decision") for text in texts]
+    rest.in_table()
 
     plugin = make_plugin()
     plugin.init(db_path, DIM)

@@ -40,6 +40,7 @@ def test_the_plugins_upgrader_counts_none_of_memory_mcps_rows_as_legacy(
     replaced = rest.client.post("/memories", json={"text": "deploys run on Thursdays", "supersedes":
                                                    ids["deploys run on Fridays"]})
     assert replaced.status_code == 200, replaced.text
+    rest.in_table()
 
     plugin = make_plugin()
     plugin.init(db_path, DIM)
@@ -69,6 +70,7 @@ def test_superseding_in_memory_mcp_hides_the_old_row_from_the_plugins_retriever(
     response = rest.client.post("/memories", json={"text": NEW, "supersedes": old})
     assert response.status_code == 200, response.text
     new = response.json()["id"]
+    rest.in_table()
 
     plugin = make_plugin()
     plugin.init(db_path, DIM)
@@ -78,6 +80,7 @@ def test_superseding_in_memory_mcp_hides_the_old_row_from_the_plugins_retriever(
     assert _ids(plugin.retrieve(OLD, vector, limit=5)) == {new}
 
     assert rest.client.delete(f"/memories/{new}").status_code == 200  # forgetting the replacement
+    rest.in_table()
     assert _ids(plugin.retrieve(OLD, vector, limit=5)) == {old}
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -81,6 +83,7 @@ class Flusher:
         self._failures = 0
         self.last_error: str | None = None
         self.holds_lease = lease is None  # whether this instance flushes (team mode: the lease holder only)
+        self.held_s: deque[float] = deque(maxlen=1024)  # how long each round held the write lock
         self.commits = 0
         self.flushes = 0
         self.rows_flushed = 0
@@ -143,7 +146,9 @@ class Flusher:
         """Until entries wait and a second has passed since the last round began (or an idle merge is due)."""
         while not self._stopping:
             if self.overlay.unflushed:
-                pause = self._last_start + interval - time.monotonic()
+                # Jittered: a period of exactly a second would meet proper-lockfile's retries, 1, 2, 4 ... s
+                # after a try that found our lock, at our next rounds every time.
+                pause = self._last_start + interval * random.uniform(0.75, 1.25) - time.monotonic()  # noqa: S311
                 if pause <= 0:
                     return
                 await asyncio.sleep(pause)  # pacing: one commit a second, as many rows as are waiting
@@ -165,7 +170,10 @@ class Flusher:
         return held
 
     def _round(self) -> Flushed | None:
-        done = self.store.locked(self._flush_held)
+        # Other writers' commits are read into the index before the lock is taken, so the lock is held for
+        # our own commit, not for reading theirs (the plugin's retries wait 1, 2, 4 ... s while we hold it).
+        self.store.refresh_cache()
+        done = self.store.locked(self._timed_flush_held)
         if done is None:  # another server on the directory folded them in: learn how far
             self.overlay.flushed([self.journal.flushed()])
             return None
@@ -176,6 +184,13 @@ class Flusher:
         self.commits += done.commits
         self._count(done.rows_added, done.commits)
         return done
+
+    def _timed_flush_held(self) -> Flushed | None:
+        started = time.perf_counter()
+        try:
+            return self._flush_held()
+        finally:
+            self.held_s.append(time.perf_counter() - started)
 
     def _flush_held(self) -> Flushed | None:
         """One flush under the write lock (``Store.locked`` reruns it whole after a transient conflict)."""
@@ -249,8 +264,11 @@ class Flusher:
             logger.warning("purging flushed journal entries failed", exc_info=True)
 
     def stats(self) -> dict[str, Any]:
+        held = sorted(self.held_s)
+        lock = {f"lock_held_p{q}_ms": round(held[min(len(held) - 1, len(held) * q // 100)] * 1000, 1)
+                for q in (50, 99)} if held else {}
         return {"flushes": self.flushes, "rows_flushed": self.rows_flushed, "commits": self.commits,
-                "flusher": self.holds_lease, "flush_error": self.last_error}
+                "flusher": self.holds_lease, "flush_error": self.last_error, **lock}
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:
