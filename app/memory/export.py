@@ -123,7 +123,10 @@ def export_jsonl(settings: Settings, out: TextIO, *, vectors: bool = False, scop
     Raises:
         TableMissing: the table does not exist.
     """
+    from app.memory.journal.offline import fold_journal
+
     started = time.monotonic()
+    fold_journal(settings)  # acknowledged writes a server journaled but had not flushed yet are exported too
     table = open_snapshot(settings)
     where = filters.eq("scope", scope) if scope is not None else None
     total = int(table.count_rows(where))

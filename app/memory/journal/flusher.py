@@ -118,7 +118,7 @@ class Flusher:
 
     async def flush_now(self) -> Flushed | None:
         """One round at once (tests, ``close``, the ``flush`` command); None when there was nothing to fold."""
-        return await asyncio.to_thread(self._round)
+        return await asyncio.to_thread(self.round)
 
     async def _run(self) -> None:
         interval = self.settings.flush_interval_s
@@ -131,7 +131,7 @@ class Flusher:
                 continue
             self._last_start = time.monotonic()
             try:
-                await asyncio.to_thread(self._round)
+                await asyncio.to_thread(self.round)
                 self._failures, self.last_error = 0, None
             except Exception as exc:  # noqa: BLE001 - the entries stay in the journal; the next round retries
                 self._failures += 1
@@ -169,7 +169,7 @@ class Flusher:
             await asyncio.sleep(self.settings.flush_interval_s)  # another instance flushes; look again later
         return held
 
-    def _round(self) -> Flushed | None:
+    def round(self) -> Flushed | None:
         # Other writers' commits are read into the index before the lock is taken, so the lock is held for
         # our own commit, not for reading theirs (the plugin's retries wait 1, 2, 4 ... s while we hold it).
         self.store.refresh_cache()

@@ -14,8 +14,11 @@ STUCK_S = 60.0
 
 def check_journal(settings: Settings) -> Check:
     """Depth and the oldest unflushed write's age, read from the journal itself (no server needed)."""
-    from app.memory.journal.writer import open_journal
+    from app.memory.journal.writer import local_journal_path, open_journal
 
+    local = local_journal_path(settings)
+    if local is not None and not local.exists():
+        return Check(name="journal", status="ok", detail=f"{local}: none yet (no server has written here)")
     try:
         journal, lease = open_journal(settings)
     except JournalUnavailable as exc:

@@ -21,6 +21,7 @@ import math
 import threading
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,18 @@ APPEND_TIMES_KEPT = 4096  # the last journal writes' durations, for /readyz and 
 POLL_BATCH = 10_000
 
 
+def local_journal_path(settings: Settings) -> Path | None:
+    """Where the SQLite journal of ``settings`` lives, or None in team mode (a database)."""
+    from app.memory.journal.sqlite_journal import default_path
+
+    if settings.team_db_url is not None:
+        return None
+    if settings.db_dir is not None:
+        return settings.journal_path or default_path(settings.db_dir)
+    digest = hashlib.sha256(settings.db_uri.encode()).hexdigest()[:12]
+    return settings.journal_path or settings.kanban_db_path.parent / f"memory-mcp-journal-{digest}.sqlite3"
+
+
 def open_journal(settings: Settings) -> tuple[Journal, Lease | None]:
     """The journal for ``settings`` (blocking): PostgreSQL in team mode, else a SQLite file.
 
@@ -57,13 +70,13 @@ def open_journal(settings: Settings) -> tuple[Journal, Lease | None]:
         from app.memory.journal.postgres_journal import FlushLease, PostgresJournal
 
         return PostgresJournal(url, table_key), FlushLease(url, table_key)
-    from app.memory.journal.sqlite_journal import FileLease, SqliteJournal, default_path
+    from app.memory.journal.sqlite_journal import FileLease, SqliteJournal
 
+    path = local_journal_path(settings)
+    assert path is not None  # noqa: S101 - no team database
     if settings.db_dir is not None:  # the write lock orders the servers on the directory: no lease
-        return SqliteJournal(settings.journal_path or default_path(settings.db_dir), settings.table), None
+        return SqliteJournal(path, settings.table), None
     # A bucket without a team database: a journal of this machine's own, beside its board.
-    digest = hashlib.sha256(settings.db_uri.encode()).hexdigest()[:12]
-    path = settings.journal_path or settings.kanban_db_path.parent / f"memory-mcp-journal-{digest}.sqlite3"
     logger.warning("the memory table is on object storage but no team database is set (MEMORY_MCP_TEAM_DB): "
                    "this machine journals on its own (%s); other instances see its writes once flushed", path)
     return SqliteJournal(path, settings.table), FileLease(path)
