@@ -368,6 +368,7 @@ def _first(exc: BaseException) -> str:
 
 async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[Check]:
     from app.cli.client_configs import check_client_configs
+    from app.memory import repair
     from app.memory.embeddings import create_embedder
     from app.memory.embeddings.openclaw import describe_embedding_settings
     from app.memory.journal.health import check_journal
@@ -383,7 +384,12 @@ async def _doctor_checks(args: argparse.Namespace, settings: Settings) -> list[C
         embedder = None
         embedder_check = Check(name="embedder", status="fail", detail=str(exc),
                                fix="install the package or choose another MEMORY_MCP_EMBEDDING_PROVIDER")
-    checks += diagnostics.check_table(settings, embedder, full=args.full)
+    damaged = await asyncio.to_thread(repair.damage, settings)
+    if damaged is not None:
+        checks.append(Check(name="table_damage", status="fail", detail=damaged,
+                            fix="memory-mcp repair (or doctor --fix): copies the table to backups/ first"))
+    else:
+        checks += diagnostics.check_table(settings, embedder, full=args.full)
     if (row_format := await asyncio.to_thread(check_row_format, settings)) is not None:
         checks.append(row_format)
     checks.append(diagnostics.check_lock(settings.db_path))
@@ -414,6 +420,12 @@ def _doctor(args: argparse.Namespace) -> int:
 
         for line in fix_lock(settings.db_path):
             print(f"fixed: {line}", file=sys.stderr)
+        if settings.db_dir is not None:
+            from app.memory.repair import repair
+
+            report = repair(settings)
+            if report.notes:
+                print(f"fixed: {report.summary()}", file=sys.stderr)
     checks = asyncio.run(_doctor_checks(args, settings))
     failed = [c for c in checks if c.status == "fail"]
     if args.json:
@@ -490,6 +502,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     doctor.add_argument("--full", action="store_true",
                         help="check every row, not the first 10,000 (slow on a large table)")
     doctor.add_argument("--fix", action="store_true",
-                        help="repair what is safe first: a stale write lock, an earlier version's lock directory")
+                        help="repair what is safe first: a stale write lock, an earlier version's lock directory, "
+                        "a damaged table (memory-mcp repair)")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.set_defaults(handler=_command(_doctor))

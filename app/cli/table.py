@@ -1,5 +1,6 @@
-"""Table upkeep for memory-lancedb-pro: ``rewrite-table`` rewrites a table the plugin cannot read (Lance
-format 2.2) as 2.0; ``upgrade-rows`` gives rows earlier versions wrote the plugin's smart metadata."""
+"""Table upkeep: ``rewrite-table`` rewrites a table memory-lancedb-pro cannot read (Lance format 2.2) as 2.0;
+``upgrade-rows`` gives rows earlier versions wrote the plugin's smart metadata; ``repair`` brings back a table
+whose newest version names files that are gone (``app/memory/repair.py``)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,30 @@ def _upgrade_rows(args: argparse.Namespace) -> int:
     return data.EXIT_OK
 
 
+def _repair(args: argparse.Namespace) -> int:
+    from app.memory.repair import repair
+
+    settings = data._settings(args)
+    if settings.db_dir is None:
+        raise data.UsageError("repair works on a local table (MEMORY_MCP_DB_PATH a directory)")
+    report = repair(settings)
+    if args.json:
+        print_json({"summary": report.summary(), "damage": report.notes, "backup": str(report.backup or ""),
+                    "restored_version": report.restored_version, "salvaged_rows": report.salvaged_rows,
+                    "moved_aside": report.moved_aside})
+    else:
+        print(report.summary())
+    return data.EXIT_OK
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``rewrite-table`` and ``upgrade-rows``."""
+    """Add ``rewrite-table``, ``upgrade-rows`` and ``repair``."""
+    fixer = commands.add_parser(
+        "repair", help="bring back a table whose newest version names missing files (copies it to backups/ first)")
+    data._store_options(fixer)
+    fixer.add_argument("--json", action="store_true", help="print the result as JSON")
+    fixer.set_defaults(handler=lambda args: data._run(_repair, args))
+
     rewrite = commands.add_parser(
         "rewrite-table", help="rewrite the table in a Lance format memory-lancedb-pro can read (keeps a backup)")
     data._store_options(rewrite)

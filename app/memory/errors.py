@@ -58,3 +58,9 @@ class JournalFull(Busy):
     """More rows wait in the journal than ``MEMORY_MCP_JOURNAL_MAX_ROWS``: the table is far behind."""
 
     code = "journal_full"
+
+
+class TableDamaged(Busy):
+    """The table cannot be read whole (files its manifest names are gone): ``memory-mcp repair``."""
+
+    code = "table_damaged"

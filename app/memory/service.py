@@ -137,6 +137,7 @@ class MemoryService:
             "dimension": self.embedder.dimension,
             "table": self.settings.table,
             "journal": self.writer.status(),
+            "table_damage": self.writer.flusher.damage,
             **health_fields(self.recovery),
         }
 

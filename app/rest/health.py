@@ -45,5 +45,9 @@ async def readyz(request: Request) -> JSONResponse:
     ready = startup.is_open and startup.is_loaded and not loading and all(
         bool(body[part].get("ready", True)) for part in ("memory", "kanban"))
     body["loading"] = loading
+    damage = body["memory"].get("table_damage")
+    if damage:  # reads answer from the index and writes wait in the journal, but the table needs a repair
+        body["status"], body["code"], body["detail"] = "degraded", "table_damaged", f"{damage}; run memory-mcp repair"
+        return JSONResponse(body, status_code=503)
     body["status"] = "ok" if ready else "failed" if startup.failure is not None else "starting"
     return JSONResponse(body, status_code=200 if ready else 503)

@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.memory import repair
 from app.memory.journal.base import Journal, Marker
 from app.memory.journal.entries import fold, patch_groups
 from app.memory.journal.overlay import Overlay
@@ -77,11 +78,14 @@ class Flusher:
         self.housekeeper = Housekeeper(store, settings)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._last_start = 0.0
         self._last_purge = time.monotonic()
         self._failures = 0
         self.last_error: str | None = None
+        self.damage: str | None = None  # what is wrong with the table (``repair``): no commit while it lasts
+        self._damage_checked = -repair.CHECK_EVERY_S  # looked for at the first round
         self.holds_lease = lease is None  # whether this instance flushes (team mode: the lease holder only)
         self.held_s: deque[float] = deque(maxlen=1024)  # how long each round held the write lock
         self.commits = 0
@@ -99,12 +103,18 @@ class Flusher:
 
     def start(self) -> None:
         self.housekeeper.start()
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name="memory-flusher")
         self._task.add_done_callback(_log_crash)
 
     def wake(self) -> None:
         """New entries: flush them at the next round (never blocks)."""
         self._wake.set()
+
+    def wake_soon(self) -> None:
+        """``wake`` from a thread other than the event loop's."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def close(self) -> None:
         """Flush what is waiting (when this instance may), then stop the loop and the housekeeping thread."""
@@ -125,9 +135,10 @@ class Flusher:
         while True:
             if not self._stopping:
                 await self._wait_for_work(interval)
-            if self._stopping and (self.overlay.unflushed == 0 or self._failures or not await self._may_flush()):
+            if self._stopping and (self.overlay.unflushed == 0 or self._failures or self.damage is not None
+                                   or not await self._may_flush()):
                 return
-            if not await self._may_flush():
+            if not await self._may_flush() or not await self._table_whole():
                 continue
             self._last_start = time.monotonic()
             try:
@@ -136,8 +147,9 @@ class Flusher:
             except Exception as exc:  # noqa: BLE001 - the entries stay in the journal; the next round retries
                 self._failures += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                logger.exception("flushing the write journal into the table failed (attempt %d); retrying",
-                                 self._failures)
+                if await self._table_whole(force=True):
+                    logger.exception("flushing the write journal into the table failed (attempt %d); retrying",
+                                     self._failures)
                 if not self._stopping:
                     await asyncio.sleep(min(RETRY_MAX_S, 0.5 * 2 ** self._failures))
             await self._housekeep()
@@ -154,11 +166,30 @@ class Flusher:
                 await asyncio.sleep(pause)  # pacing: one commit a second, as many rows as are waiting
                 return
             self._wake.clear()
-            idle = IDLE_MERGE_S if self._commits_since_merge > 1 else None
+            merging = self._commits_since_merge > 1
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=idle)
+                await asyncio.wait_for(self._wake.wait(), timeout=min(IDLE_MERGE_S, repair.CHECK_EVERY_S))
             except TimeoutError:
-                self._merge_tail()
+                if merging and time.monotonic() - self._last_start >= IDLE_MERGE_S:
+                    self._merge_tail()
+                await self._table_whole()  # damage is looked for while idle too
+
+    async def _table_whole(self, force: bool = False) -> bool:
+        """Whether the table can take a flush: looked at again every ``repair.CHECK_EVERY_S`` (or when asked);
+        while it is damaged, writes wait in the journal and one line says why."""
+        if force or time.monotonic() - self._damage_checked >= repair.CHECK_EVERY_S:
+            self._damage_checked = -repair.CHECK_EVERY_S  # looked for at the first round
+            found = await asyncio.to_thread(repair.damage, self.settings)
+            if found != self.damage:
+                if found is not None:
+                    logger.error("the memory table is damaged: %s; writes wait in the journal until "
+                                 "`memory-mcp repair` (or doctor --fix) brings it back", found)
+                else:
+                    logger.warning("the memory table is whole again: flushing the journal")
+                self.damage = found
+        if self.damage is not None and not self._stopping:
+            await asyncio.sleep(min(self.settings.flush_interval_s * 5, repair.CHECK_EVERY_S))
+        return self.damage is None
 
     async def _may_flush(self) -> bool:
         if self.lease is None:

@@ -91,6 +91,16 @@ class Overlay:
             if through > self._visible_through:
                 self._drop_through(through)
 
+    def rewound(self, marker: Marker, entries: Iterable[Entry]) -> None:
+        """The journal forgot the flushes past ``marker`` (a repair, or a recovery that opened an older version):
+        its ``entries`` after it are waiting for the table again."""
+        with self._lock:
+            self._flushed_through = marker.through_seq
+            self._visible_through = min(self._visible_through, marker.through_seq)
+            self._markers = [m for m in self._markers if m.through_seq <= marker.through_seq]
+            self._snapshot = None
+        self.add(entries)
+
     def forget_flushed(self) -> None:
         """The table was replaced (another process dropped and created it): what was flushed to the old one is
         gone with it, and the entries that were waiting go to the new one."""

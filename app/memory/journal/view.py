@@ -16,16 +16,49 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.memory.errors import TableDamaged
 from app.memory.index.exact_top import with_cosines
 from app.memory.journal.overlay import Overlay, Snapshot
 from app.memory.store import Store
+
+
+class _Guarded:
+    """The store's reads, a failure to read the table (files gone under it) reported as ``table_damaged``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if not callable(attribute):
+            return attribute
+        if asyncio.iscoroutinefunction(attribute):
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await attribute(*args, **kwargs)
+                except (OSError, RuntimeError, ValueError) as exc:
+                    raise _damaged(exc) from exc
+            return guarded_async
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except (OSError, RuntimeError, ValueError) as exc:
+                raise _damaged(exc) from exc
+        return guarded
+
+
+def _damaged(exc: BaseException) -> TableDamaged:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return TableDamaged(f"the memory table could not be read ({first}); `memory-mcp doctor` says what is wrong "
+                        "and `memory-mcp repair` brings it back", retry_after_s=5)
 
 
 class JournaledView:
     """``MemoryReader`` over one store and its overlay."""
 
     def __init__(self, store: Store, overlay: Overlay) -> None:
-        self.store = store
+        self.store: Any = _Guarded(store)
         self.overlay = overlay
         self.before_read: Callable[[], object] | None = None  # team mode: take in other instances' writes
 

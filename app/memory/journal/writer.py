@@ -282,6 +282,12 @@ class JournalWriter:
         with self._poll_lock:
             if time.monotonic() - self._polled_at < fresher_than_s:
                 return False
+            newest = self.journal.flushed()
+            if newest.through_seq < self.overlay.flushed_through:  # rewound by a repair: flush those again
+                logger.warning("the journal's flushes past entry %d were forgotten (the table was repaired): "
+                               "flushing them again", newest.through_seq)
+                self.overlay.rewound(newest, self.journal.read_after(newest.through_seq, 1 << 62))
+                self.flusher.wake_soon()
             entries = self.journal.read_after(self._polled_through, POLL_BATCH)
             markers = self.journal.markers_after(self.overlay.flushed_through)
             self._polled_at = time.monotonic()

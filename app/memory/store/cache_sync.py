@@ -108,8 +108,9 @@ class CacheSync:
             return  # another thread's catch-up took longer than asked to wait
         try:
             done = self._catch_up(INLINE_MAX_ROWS)
-        except Exception:  # noqa: BLE001 - the cache stays behind; the background thread reloads it
-            logger.exception("could not read another writer's change into the vector cache")
+        except Exception as exc:  # noqa: BLE001 - the cache stays behind; the background thread reloads it
+            logger.warning("could not read another writer's change into the vector cache (%s); reloading it",
+                           str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
             done = False
         finally:
             self._busy.release()
@@ -137,7 +138,12 @@ class CacheSync:
             try:
                 self._restore()
                 self._restoring.set()  # restored and caught up, or not: searches stop waiting
-                if not self._catch_up(self._reload_rows()):
+                try:
+                    caught_up = self._catch_up(self._reload_rows())
+                except Exception as exc:  # noqa: BLE001 - a version between is unreadable (repaired): reload
+                    self.last_fallback = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+                    caught_up = False
+                if not caught_up:
                     logger.info("reloading the vector cache: %s", self.last_fallback or "it holds no version yet")
                     self._reload()
                     self._catch_up(self._reload_rows())

@@ -275,8 +275,12 @@ def check_table(settings: Settings, embedder: Embedder | None, *, full: bool = F
     checks.append(check_schema(schema))
     if embedder is not None:
         checks += [check_model(schema, embedder), check_dimension(schema, embedder)]
-    checks += [check_format(settings), check_plugin(settings, schema), check_fragments(table),
-               check_rows(table, None if full else ROW_SAMPLE)]
+    checks += [check_format(settings), check_plugin(settings, schema), check_fragments(table)]
+    try:
+        checks.append(check_rows(table, None if full else ROW_SAMPLE))
+    except (OSError, RuntimeError, ValueError) as exc:  # rows that cannot be read: said, not a traceback
+        checks.append(Check(name="rows", status="fail", detail=f"the rows cannot be read: {_first_line(exc)}",
+                            fix="memory-mcp repair"))
     return checks
 
 

@@ -206,6 +206,16 @@ def open_with_recovery(settings: Settings, open_store: Callable[[], T],
     raise run.unrecoverable("the table still fails to open after quarantining")
 
 
+def quarantine_torn_head(settings: Settings) -> list[int]:
+    """Quarantine the newest manifests that are certainly unreadable (empty, torn), as a start would, for a
+    running table (``repair``); returns their versions. Takes the write lock."""
+    run = _Recovery(settings)
+    damaged = damaged_head(list_manifests(run.versions))
+    if damaged:
+        run.quarantine(damaged)
+    return [manifest.version for manifest, _ in damaged]
+
+
 class _Recovery:
     """The state of one open: what was moved where, and why."""
 
@@ -241,8 +251,8 @@ class _Recovery:
         self._write_report()
         # The one place an operator learns that acknowledged writes were lost: ERROR, never memory text.
         logger.error(
-            "memory table %s: damaged newest version(s) %s quarantined in %s (%s); opened version %d; "
-            "the writes of the quarantined version(s) are lost",
+            "memory table %s: damaged newest version(s) %s quarantined in %s (%s); opened version %d; the journal "
+            "flushes memory-mcp's writes of the quarantined version(s) again, other writers' writes in them are lost",
             self.table_dir, _versions_text(self.report.quarantined_versions), self.report.quarantine_dir,
             "; ".join(self.report.reasons), opened,
         )

@@ -207,7 +207,11 @@ class Store(TableWrites):
         if held is None or self.sync is None:
             return self.probe.current()
         if self.versions_dir is not None:  # a local table: its version is a stat away
-            if self.probe.current() > held:
+            try:
+                newer = self.probe.current() > held
+            except (OSError, RuntimeError, ValueError):  # a damaged head: the index still answers (``repair``)
+                newer = False
+            if newer:
                 self.sync.start_background()
         elif time.monotonic() - self._followed_at >= FOLLOW_S:  # object storage: the thread asks LanceDB
             self._followed_at = time.monotonic()

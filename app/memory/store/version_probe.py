@@ -124,7 +124,8 @@ class VersionProbe:
                 reason = f"its directory was made anew (now at version {version})"
             elif version < self._highest:
                 reason = f"its version went back from {self._highest} to {version}"
-            elif self._known is not None and self._manifest_mark(self._known[0]) not in (None, self._known[1]):
+            elif self._known is not None and self._manifest_mark(self._known[0]) not in (None, self._known[1]) \
+                    and not self._torn(self._known[0]):  # a torn manifest is damage (``repair``), not a new table
                 reason = f"its version {self._known[0]} is another file now (now at version {version})"
             self._identity = identity if identity is not None else self._identity
             self._highest = version if reason else max(self._highest, version)
@@ -139,6 +140,12 @@ class VersionProbe:
         identity = self._inodes()
         with self._lock:
             self._identity, self._highest, self._stamp, self._known = identity, 0, None, None
+
+    def _torn(self, version: int) -> bool:
+        from app.memory.store.recovery import manifest_problem
+
+        directory = self.versions_dir
+        return directory is not None and manifest_problem(directory / manifest_name(version)) is not None
 
     def _manifest_mark(self, version: int) -> tuple[int, int] | None:
         """(inode, mtime) of ``version``'s manifest (V2 naming), or None when it is not there (cleaned up)."""
