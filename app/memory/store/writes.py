@@ -65,6 +65,7 @@ class TableWrites:
             with self._handles:
                 if self.versions_dir is not None and not self.versions_dir.is_dir():
                     self._on_new_table("it is gone; created again")  # never commit onto a dropped table's path
+                    self._follow_new_table()  # creates it: the probe below would read the missing one
                 self.probe.current()  # finds a recreated table first (``_on_new_table``)
                 self._follow_new_table()
                 return work()
