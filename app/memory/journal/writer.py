@@ -51,6 +51,7 @@ def open_journal(settings: Settings) -> tuple[Journal, Lease | None]:
 
         return PostgresJournal(url, table_key), FlushLease(url, table_key)
     from app.memory.journal.sqlite_journal import SqliteJournal, default_path
+    from app.memory.store.locks import FileLease
 
     if settings.journal_path is not None:
         path = settings.journal_path
@@ -61,7 +62,9 @@ def open_journal(settings: Settings) -> tuple[Journal, Lease | None]:
         path = settings.kanban_db_path.parent / f"memory-mcp-journal-{digest}.sqlite3"
         logger.warning("the memory table is on object storage but no team database is set "
                        "(MEMORY_MCP_TEAM_DB): this instance journals and flushes on its own (%s)", path)
-    return SqliteJournal(path, settings.table), None
+    # On object storage no write lock spans the instances sharing this file: one of them flushes it.
+    lease = FileLease(path.with_name(path.name + ".flush-lock")) if settings.on_object_store else None
+    return SqliteJournal(path, settings.table), lease
 
 
 class JournalWriter:

@@ -260,3 +260,35 @@ def _poll(attempt: Callable[[], bool], deadline: float, holder: str) -> None:
         # A lock held by another process has no event to wait on: back off (in the writer thread).
         time.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
         delay = min(delay * 2, 0.02)  # short: a long nap loses every race to a spinning peer
+
+
+class FileLease:
+    """Whether this instance is the one that flushes a journal file other instances on this host may share, when
+    the table has no cross-process write lock (object storage without a team database): an ``flock`` on
+    ``path``, taken once and kept until ``close`` (the kernel releases it when the holder dies)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def held(self) -> bool:
+        """Take or keep the lease; False while another open file holds it (blocking, briefly)."""
+        with self._lock:
+            if self._fd is None:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    os.close(fd)
+                    if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        return False
+                    raise
+                self._fd = fd
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)  # closing the only descriptor releases the flock
+                self._fd = None
