@@ -273,17 +273,24 @@ class FileLease:
         self._lock = threading.Lock()
 
     def held(self) -> bool:
-        """Take or keep the lease; False while another open file holds it (blocking, briefly)."""
+        """Take or keep the lease; False while another open file holds it, or it cannot be taken (blocking,
+        briefly)."""
         with self._lock:
             if self._fd is None:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError:
+                    logger.warning("the flush lease %s cannot be opened; this instance does not flush meanwhile",
+                                   self.path, exc_info=True)
+                    return False
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as exc:
                     os.close(fd)
-                    if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                        return False
-                    raise
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        logger.warning("the flush lease %s cannot be taken; this instance does not flush meanwhile",
+                                       self.path, exc_info=True)
+                    return False
                 self._fd = fd
             return True
 
