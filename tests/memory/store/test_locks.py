@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.memory.errors import StoreBusy
-from app.memory.store.locks import LOCK_DIR_NAME, LOCK_TARGET_NAME, STALE_S, WriteLock
+from app.memory.store.locks import LOCK_DIR_NAME, LOCK_TARGET_NAME, STALE_S, FileLease, WriteLock
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -72,3 +72,13 @@ def test_a_lock_taken_over_while_held_is_left_to_its_new_holder(tmp_path: Path) 
         lock.touch_if_held()
         assert path.stat().st_mtime_ns == theirs  # not refreshed: proper-lockfile would call it compromised
     assert path.is_dir()  # not released under the new holder
+
+
+def test_one_file_lease_on_a_path_is_held_at_a_time_and_passes_on_when_closed(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3.flush-lock"
+    first, second = FileLease(path), FileLease(path)  # two instances on one host sharing a journal file
+    assert first.held() and first.held()  # taken once, then kept
+    assert not second.held()
+    first.close()
+    assert second.held() and not first.held()
+    second.close()
