@@ -143,8 +143,10 @@ class MemoryService:
 
     def change_marker(self) -> int:
         """A number that changes with every write this instance knows of: acknowledged (journaled, its own or
-        read off the journal) or committed to the table by any writer. Blocking (a stat), cheap."""
-        return hash((self.store.probe.current(), self.writer.seen_seq))
+        read off the journal) or committed to the table by any writer, and again once the vector index has
+        read another writer's commit (reads answer at the index's version). Blocking (a stat), cheap."""
+        indexed = self.store.cache.version if self.store.cache is not None else None
+        return hash((self.store.probe.current(), indexed, self.writer.seen_seq))
 
     # --- writes --------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -249,5 +250,6 @@ def test_import_beside_a_running_server_loses_no_write_of_either(live_server: Li
 
     assert result.returncode == 0, result.stderr
     assert len(statuses) == 30 and all(200 <= status < 300 for status in statuses)
+    asyncio.run(live_server.flush_memories())  # the acknowledged live writes, into the table
     texts = [str(row["text"]) for row in rows(live_server.settings.db_path)]
     assert len(texts) == 630 and sum(text.startswith("live write") for text in texts) == 30

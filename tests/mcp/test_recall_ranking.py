@@ -59,6 +59,7 @@ async def test_score_orders_the_list_and_similarity_is_lancedbs_cosine_over_mcp_
                 streamable_session(server.url) as client:
             for text in NOTES:
                 assert (await rest.post("/memories", json={"text": text})).status_code == 200
+            await server.flush_memories()  # into the table, whose cosines the hits are compared with
             reordered = False
             for query in QUERIES:
                 cosines = await _cosines(settings, query)

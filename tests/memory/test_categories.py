@@ -14,6 +14,7 @@ import pytest
 from app.memory import categories
 from app.memory.service import MemoryService
 from tests.conftest import SettingsFactory
+from tests.support.catch_up import caught_up_async
 
 
 @pytest.fixture
@@ -33,6 +34,7 @@ def test_the_first_tag_naming_a_plugin_category_gives_the_column(tags: list[str]
 
 async def test_remember_writes_a_plugin_category_and_keeps_every_tag_in_metadata(service: MemoryService) -> None:
     result = await service.remember("deploys go through the staging cluster first", tags=["infra", "decision"])
+    await service.writer.flush()
     [raw] = service.store.get_rows([result.memory_id], ["category", "metadata"])
     assert raw["category"] == "decision"
     assert json.loads(raw["metadata"])["tags"] == ["infra", "decision"]
@@ -47,8 +49,9 @@ async def test_updating_tags_moves_the_category(service: MemoryService) -> None:
     assert updated.category == "preference" and updated.tags == ["preference", "style"]
 
 
-def _foreign_rows(service: MemoryService) -> None:
-    """A plugin row and an earlier memory-mcp row (tags joined by commas in the column, no metadata tags)."""
+async def _foreign_rows(service: MemoryService) -> None:
+    """A plugin row and an earlier memory-mcp row (tags joined by commas in the column, no metadata tags),
+    committed by another handle and read into the vector cache in the background."""
     dimension = service.embedder.dimension
     vector = np.zeros(dimension, dtype=np.float32)
     vector[0] = 1.0
@@ -60,13 +63,14 @@ def _foreign_rows(service: MemoryService) -> None:
         {"id": "abcd1234", "text": "legacy row", "vector": vector, "scope": "global", "category": "decision,infra",
          "importance": 0.7, "timestamp": stamp, "metadata": "{}"},
     ])
+    assert await caught_up_async(service.store)
 
 
 async def test_filters_and_stats_speak_the_plugins_categories(service: MemoryService) -> None:
     await service.remember("we chose PostgreSQL", tags=["decision", "db"])
     await service.remember("prefers dark mode", tags=["preferences"])
     await service.remember("a loose note", tags=["misc"])
-    _foreign_rows(service)
+    await _foreign_rows(service)
     stats = await service.stats()
     assert stats.categories == {"decision": 1, "preference": 1, "other": 2, "fact": 1}
     for name, count in stats.categories.items():
@@ -78,7 +82,7 @@ async def test_a_tag_filter_finds_metadata_tags_and_an_earlier_versions_column_t
     ours = await service.remember("the cache lives in redis", tags=["infra", "decision"])
     await service.remember("unrelated", tags=["infrastructure"])  # a longer tag is not the tag
     await service.remember("quoted tag", tags=['we "quote"'])
-    _foreign_rows(service)
+    await _foreign_rows(service)
     infra = {m.text for m in await service.list_facts(tag="infra")}
     assert infra == {"the cache lives in redis", "legacy row"}
     assert [m.id for m in await service.list_memories(category="infra")] != []

@@ -60,6 +60,7 @@ async def test_recall_shows_a_text_stored_three_times_once_and_still_fills_top_k
     first = result.hits[0]
     assert first.text == SAME and sorted([first.id, *first.duplicate_ids]) == sorted(copies)
     assert {hit.id for hit in result.hits[1:]} <= set(others)
+    await service.writer.flush()
     assert service.store.count() == 6  # nothing deleted
 
 
@@ -96,13 +97,16 @@ async def test_without_hybrid_ranking_score_is_the_cosine_and_equals_similarity(
     ids = [(await service.remember(text)).memory_id for text in ("postgres runs on port 5433", "the build uses make")]
     query = "which port does postgres use"
     vector = await service.embedder.embed_query(query)
+    journaled = await service.recall(query, top_k=2)  # answered from the journal's rows
+    await service.writer.flush()
     stored = {memory_id: service.store.get_vector(memory_id) for memory_id in ids}
-    result = await service.recall(query, top_k=2)
-    assert sorted(hit.id for hit in result.hits) == sorted(ids)
-    for hit in result.hits:
-        cosine = float(np.dot(vector, stored[hit.id]))  # unit vectors: the dot product is the cosine
-        assert hit.similarity == pytest.approx(cosine, abs=1e-5) and hit.score == max(hit.similarity, 0.0)
-    assert result.hits[0].score >= result.hits[1].score
+    indexed = await service.recall(query, top_k=2)  # answered from the vector index
+    for result in (journaled, indexed):
+        assert sorted(hit.id for hit in result.hits) == sorted(ids)
+        for hit in result.hits:
+            cosine = float(np.dot(vector, stored[hit.id]))  # unit vectors: the dot product is the cosine
+            assert hit.similarity == pytest.approx(cosine, abs=1e-5) and hit.score == max(hit.similarity, 0.0)
+        assert result.hits[0].score >= result.hits[1].score
 
 
 async def test_with_hybrid_ranking_the_keyword_bonus_lifts_the_score_within_0_and_1(

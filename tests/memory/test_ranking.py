@@ -187,7 +187,10 @@ def _open(make_settings: SettingsFactory, weight: float | None) -> AbstractAsync
 
 
 async def _fill(service: MemoryService, texts: list[str]) -> dict[str, str]:
-    return {(await service.remember(text)).memory_id: text for text in texts}
+    """Remember ``texts`` and flush them into the table, where ``_vector_rows`` ranks them."""
+    ids = {(await service.remember(text)).memory_id: text for text in texts}
+    await service.writer.flush()
+    return ids
 
 
 async def _vector_rows(service: MemoryService, query: str, limit: int) -> list[dict[str, Any]]:

@@ -50,7 +50,15 @@ async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService
         yield opened
 
 
+async def _table_count(service: MemoryService) -> int:
+    """Rows in the LanceDB table once every acknowledged write has been flushed into it."""
+    await service.writer.flush()
+    return service.store.count()
+
+
 async def _vector(service: MemoryService, memory_id: str) -> np.ndarray:
+    """The vector the table holds for ``memory_id``, after a flush."""
+    await service.writer.flush()
     vector = service.store.get_vector(memory_id)
     assert vector is not None
     return vector
@@ -66,6 +74,7 @@ async def test_remember_stores_a_row_with_millisecond_timestamp_and_metadata(ser
     assert memory.scope == "agent:claude-code"
     assert memory.category == "other" and memory.tags == ["format", "time"]  # neither names a plugin category
     assert memory.importance == pytest.approx(0.7)
+    await service.writer.flush()
     raw = service.store.get_rows([result.memory_id], ["metadata"])[0]["metadata"]
     metadata = json.loads(raw)
     assert metadata["tags"] == ["format", "time"] and metadata["agent"] == "claude-code"
@@ -83,7 +92,7 @@ async def test_a_provider_returning_zero_vectors_writes_nothing(make_settings: S
     async with MemoryService.open(make_settings(), embedder=ZeroEmbedder()) as service:
         with pytest.raises(EmbeddingError):
             await service.remember("zero vector")
-        assert service.store.count() == 0
+        assert await _table_count(service) == 0
 
 
 async def test_embedder_failure_fails_remember_and_writes_nothing(make_settings: SettingsFactory) -> None:
@@ -93,7 +102,7 @@ async def test_embedder_failure_fails_remember_and_writes_nothing(make_settings:
         with pytest.raises(EmbeddingError) as raised:
             await service.remember("will not be stored")
         assert raised.value.code == "embedding_unavailable"
-        assert service.store.count() == 0
+        assert await _table_count(service) == 0
 
 
 async def test_recall_falls_back_to_keyword_search_when_the_embedder_is_down(make_settings: SettingsFactory) -> None:
@@ -144,7 +153,7 @@ async def test_invalid_scopes_are_refused(service: MemoryService, scope: str) ->
     with pytest.raises(InvalidScope) as raised:
         await service.remember("nowhere", scope=scope)
     assert raised.value.code == "invalid_scope"
-    assert service.store.count() == 0
+    assert await _table_count(service) == 0
 
 
 async def test_a_duplicate_is_reported_but_still_written(service: MemoryService) -> None:
@@ -153,22 +162,22 @@ async def test_a_duplicate_is_reported_but_still_written(service: MemoryService)
     assert first.duplicate is None
     assert second.duplicate is not None and second.duplicate.memory_id == first.memory_id
     assert second.duplicate.score == pytest.approx(1.0, abs=1e-5)
-    assert second.memory_id != first.memory_id and service.store.count() == 2
+    assert second.memory_id != first.memory_id and await _table_count(service) == 2
 
 
 async def test_concurrent_identical_remembers_never_report_themselves_as_their_duplicate(
     service: MemoryService,
 ) -> None:
-    # The check runs while the row waits for its commit, so it may already see the row: excluded by id.
+    # The check runs while the row is being journaled, so it may already see the row: excluded by id.
     results = await asyncio.gather(*(service.remember("the deploy key lives in vault") for _ in range(8)))
     ids = {r.memory_id for r in results}
-    assert len(ids) == 8 and service.store.count() == 8
+    assert len(ids) == 8 and await _table_count(service) == 8
     for result in results:
         assert result.duplicate is None or result.duplicate.memory_id in ids - {result.memory_id}
     assert (await service.remember("the deploy key lives in vault")).duplicate is not None
 
 
-async def test_a_failed_duplicate_check_does_not_fail_a_committed_write(
+async def test_a_failed_duplicate_check_does_not_fail_an_acknowledged_write(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def broken_search(*args: object, **kwargs: object) -> list[dict[str, object]]:
@@ -261,7 +270,7 @@ async def test_text_over_the_limit_is_refused_not_truncated(make_settings: Setti
         assert (await service.get(ok.memory_id)).text == "字" * 100
         with pytest.raises(InvalidInput, match="100") as raised:
             await service.remember("x" * 101)
-        assert raised.value.code == "text_too_long" and service.store.count() == 1
+        assert raised.value.code == "text_too_long" and await _table_count(service) == 1
 
 
 async def test_tabs_newlines_and_unicode_round_trip_exactly(service: MemoryService) -> None:
@@ -300,7 +309,7 @@ async def test_a_caller_writes_only_its_own_scope_and_global(make_settings: Sett
         with pytest.raises(ScopeForbidden):
             await service.update(own.memory_id, scope="agent:beta", caller="alpha")
         await service.forget(own.memory_id, caller="alpha")
-        assert service.store.count() == 2
+        assert await _table_count(service) == 2
 
 
 async def test_without_global_writes_a_caller_defaults_to_its_own_scope(make_settings: SettingsFactory) -> None:

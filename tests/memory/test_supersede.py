@@ -25,7 +25,9 @@ async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService
         yield opened
 
 
-def _metadata(service: MemoryService, memory_id: str) -> dict[str, object]:
+async def _metadata(service: MemoryService, memory_id: str) -> dict[str, object]:
+    """The metadata the table holds for ``memory_id``, once every acknowledged write is flushed into it."""
+    await service.writer.flush()
     [row] = service.store.get_rows([memory_id], ["metadata"])
     return dict(json.loads(row["metadata"]))
 
@@ -38,18 +40,19 @@ async def _recalled(service: MemoryService, query: str, top_k: int = 10,
 
 async def test_supersedes_links_both_rows_and_recall_shows_only_the_newer_memory(service: MemoryService) -> None:
     old = await service.remember(OLD, tags=["format"])
+    await service.writer.flush()
     vector_before = service.store.get_vector(old.memory_id)
     new = await service.remember(NEW, tags=["format"], supersedes=old.memory_id)
-    assert _metadata(service, new.memory_id)["supersedes"] == old.memory_id
-    assert _metadata(service, old.memory_id)["superseded_by"] == new.memory_id
-    assert _metadata(service, old.memory_id)["tags"] == ["format"]  # the rest of its metadata is kept
+    assert (await _metadata(service, new.memory_id))["supersedes"] == old.memory_id
+    assert (await _metadata(service, old.memory_id))["superseded_by"] == new.memory_id
+    assert (await _metadata(service, old.memory_id))["tags"] == ["format"]  # the rest of its metadata is kept
     assert np.array_equal(service.store.get_vector(old.memory_id), vector_before)  # a metadata-only update
     assert await _recalled(service, "timestamps API payload") == {new.memory_id: None}
     everything = await _recalled(service, "timestamps API payload", include_superseded=True)
     assert everything == {new.memory_id: None, old.memory_id: new.memory_id}
     listed = {m.id: (m.supersedes, m.superseded_by) for m in await service.list_facts()}
     assert listed == {new.memory_id: (old.memory_id, None), old.memory_id: (None, new.memory_id)}
-    assert service.store.count() == 2  # nothing is deleted
+    assert service.store.count() == 2  # nothing is deleted (flushed by ``_metadata`` above)
 
 
 async def test_keyword_search_hides_superseded_memories_unless_asked(service: MemoryService) -> None:
@@ -75,6 +78,7 @@ async def test_superseding_an_unknown_memory_is_not_found_and_writes_nothing(ser
         await service.remember(NEW, supersedes="nosuchid")
     with pytest.raises(InvalidId):
         await service.remember(NEW, supersedes="not an id!")
+    await service.writer.flush()
     assert service.store.count() == 0
 
 
@@ -82,7 +86,7 @@ async def test_superseding_needs_the_right_to_write_the_old_memorys_scope(servic
     theirs = await service.remember(OLD, agent="beta")
     with pytest.raises(ScopeForbidden):
         await service.remember(NEW, agent="alpha", caller="alpha", supersedes=theirs.memory_id)
-    assert service.store.count() == 1 and "superseded_by" not in _metadata(service, theirs.memory_id)
+    assert "superseded_by" not in await _metadata(service, theirs.memory_id) and service.store.count() == 1
     own = await service.remember(OLD, agent="alpha", caller="alpha")
     new = await service.remember(NEW, agent="alpha", caller="alpha", supersedes=own.memory_id)
     assert (await service.get(own.memory_id)).superseded_by == new.memory_id
@@ -94,6 +98,7 @@ async def test_a_superseded_memory_cannot_be_superseded_again(service: MemorySer
     with pytest.raises(AlreadySuperseded) as raised:
         await service.remember("timestamps are microseconds", supersedes=old.memory_id)
     assert raised.value.code == "already_superseded" and new.memory_id in str(raised.value)
+    await service.writer.flush()
     assert service.store.count() == 2
     newest = await service.remember("timestamps are microseconds", supersedes=new.memory_id)
     assert (await service.get(new.memory_id)).superseded_by == newest.memory_id
@@ -109,19 +114,19 @@ async def test_forgetting_the_replacement_brings_the_old_memory_back(service: Me
     assert (await service.get(old.memory_id)).superseded_by == again.memory_id
 
 
-async def test_a_crash_between_the_commits_leaves_a_one_sided_link_that_recall_still_honours(
+async def test_a_crash_between_the_two_writes_leaves_a_one_sided_link_that_recall_still_honours(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def crash(*args: object) -> None:
-        raise RuntimeError("process killed before the second commit")
+        raise RuntimeError("process killed before the second write")
 
     old = await service.remember(OLD)
     monkeypatch.setattr(supersede, "mark_replaced", crash)
     with pytest.raises(RuntimeError):
         await service.remember(NEW, supersedes=old.memory_id)
     [new] = [m for m in await service.list_facts() if m.id != old.memory_id]
-    # The new row committed first and carries its half; the old row was not marked.
-    assert new.supersedes == old.memory_id and "superseded_by" not in _metadata(service, old.memory_id)
+    # The new row was written first and carries its half; the old row was not marked.
+    assert new.supersedes == old.memory_id and "superseded_by" not in await _metadata(service, old.memory_id)
     # Found together, the new one's claim hides the old one; found alone, the old one is current.
     assert await _recalled(service, "timestamps API payload") == {new.id: None}
     assert await _recalled(service, "milliseconds", top_k=1) == {old.memory_id: None}

@@ -34,6 +34,8 @@ class ServiceRunner:
             self._runner.close()
 
     def snapshot(self) -> list[tuple[str, str, str, str, float]]:
-        """Every row's visible fields, sorted: compared before and after a rejected call."""
+        """Every row's visible fields in the table, sorted, once every acknowledged write is flushed into it:
+        compared before and after a rejected call."""
+        self.run(self.service.writer.flush())
         table = self.service.store.scan(None, ["id", "text", "scope", "category", "importance"]).to_pylist()
         return sorted((r["id"], r["text"], r["scope"], r["category"], r["importance"]) for r in table)

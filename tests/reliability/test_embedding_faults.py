@@ -123,8 +123,10 @@ async def _recalled_by_keywords(http: httpx.AsyncClient, mcp: Client, url: str, 
     return rest_s, mcp_s
 
 
-def _assert_every_stored_vector_is_valid(server: LiveServer, rows_expected: int) -> None:
-    """The invariant scan after the faults: no NaN/inf, zero or wrongly sized vector was ever written."""
+async def _assert_every_stored_vector_is_valid(server: LiveServer, rows_expected: int) -> None:
+    """The invariant scan after the faults: no NaN/inf, zero or wrongly sized vector was ever written (into the
+    table, once every acknowledged write is flushed into it)."""
+    await server.flush_memories()
     db = lancedb.connect(str(server.settings.db_path), read_consistency_interval=timedelta(0))
     rows = db.open_table(server.settings.table).to_arrow().select(["vector"]).to_pylist()
     assert len(rows) == rows_expected
@@ -157,7 +159,7 @@ async def test_every_provider_fault_is_a_fast_503_that_writes_nothing_and_recove
             assert await _total(http, url) == before + 1
             vector = await http.get(f"{url}/api/lancedb/vector-search", params={"q": "kiwi snapshot"})
             assert vector.headers["x-search-mode"] == "vector"
-    _assert_every_stored_vector_is_valid(remote_server, 1 + len(FAULTS))  # the seed and one write per recovery
+    await _assert_every_stored_vector_is_valid(remote_server, 1 + len(FAULTS))  # the seed and one write per recovery
     print("\nFAULTS remember 503 after: " + ", ".join(f"{f}={s:.2f}s" for f, s in latencies.items()))  # noqa: T201
 
 
@@ -215,6 +217,6 @@ async def test_an_open_breaker_answers_at_once_and_a_background_probe_closes_it(
         assert stored.status_code == 200, stored.text
         vector = await http.get(f"{url}/api/lancedb/vector-search", params={"q": "kiwi snapshot"})
         assert vector.headers["x-search-mode"] == "vector" and time.monotonic() - started < AT_ONCE_S * 2
-    _assert_every_stored_vector_is_valid(hanging_server, 2)
+    await _assert_every_stored_vector_is_valid(hanging_server, 2)
     print(f"\nOPEN BREAKER recall REST, MCP, remember (ms): {', '.join(f'{t * 1000:.0f}' for t in times)}; "  # noqa: T201
           f"{len(later)} background probes")

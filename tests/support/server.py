@@ -62,6 +62,11 @@ class LiveServer:
         assert loop is not None, "not a server of serve_asgi"  # noqa: S101
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, loop))
 
+    async def flush_memories(self) -> None:
+        """Fold every write the server acknowledged into the LanceDB table now (its journal is flushed about
+        once a second): for a test about to read the table itself."""
+        await self.on_server_loop(self.app.state.services.memory.writer.flush())
+
 
 @contextmanager
 def serve_asgi(app: ASGIApp, *, startup_timeout: float = 60.0,

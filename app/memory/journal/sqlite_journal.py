@@ -7,6 +7,7 @@ IMMEDIATE`` serialises appends across processes, which keeps sequence numbers in
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
@@ -17,6 +18,8 @@ from pathlib import Path
 from app.memory.errors import JournalUnavailable
 from app.memory.journal.base import Depth, GroupCommit, Marker
 from app.memory.journal.entries import Entry
+
+logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
 SCHEMA = (
@@ -149,27 +152,35 @@ class _Immediate:
 
 
 class FileLease:
-    """Which server flushes a journal file that several share on a table with no cross-process write lock
-    (object storage without a team database): an ``flock`` on a file beside the journal, kept while this
-    process lives; the kernel frees it when the process dies."""
+    """Which server flushes a journal file that several on this host share, when the table has no cross-process
+    write lock (object storage without a team database): an ``flock`` beside the journal, taken once and kept
+    while this process lives (the kernel frees it when the process dies)."""
 
     def __init__(self, journal_path: Path) -> None:
-        self._path = journal_path.with_name(journal_path.name + ".flusher")
+        self.path = journal_path.with_name(journal_path.name + ".flusher")
         self._fd: int | None = None
+        self._lock = threading.Lock()
 
     def held(self) -> bool:
-        if self._fd is not None:
+        """Take or keep the lease; False while another process holds it, or it cannot be taken."""
+        with self._lock:
+            if self._fd is None:
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                except OSError:
+                    logger.warning("the flush lease %s cannot be opened; this server does not flush meanwhile",
+                                   self.path)
+                    return False
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    return False
+                self._fd = fd
             return True
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)  # closing the only descriptor releases the flock
+                self._fd = None

@@ -123,11 +123,14 @@ def test_rows_by_id_come_from_the_cache_as_from_lancedb(
     assert all(set(row) == {"id", "scope"} for row in cached.get_rows(ids, ["id", "scope"]))
 
 
-def test_a_row_another_process_updates_is_read_fresh_by_id(make_settings: SettingsFactory) -> None:
+def test_a_row_another_process_updates_or_deletes_is_read_fresh_by_id_once_caught_up(
+        make_settings: SettingsFactory) -> None:
     cached, _ = _stores(make_settings)
     [memory_id] = [m for m, _ in keyword.rank(cached, "coffee", filters.eq("scope", "global"), 10)]
     assert cached.get_rows([memory_id])[0]["text"] == TEXTS[4]
     _external(cached.db_path, {"kind": "update", "id": memory_id, "values": {"text": "tea machine"}})
+    _caught_up(cached)
     assert cached.get_rows([memory_id])[0]["text"] == "tea machine"
     _external(cached.db_path, {"kind": "delete", "id": memory_id})
+    _caught_up(cached)
     assert cached.get_rows([memory_id]) == []

@@ -20,6 +20,7 @@ from app.memory.rows import new_row
 from app.memory.store import filters
 from app.memory.store.table import Store
 from tests.conftest import SettingsFactory
+from tests.support.catch_up import caught_up
 
 EMBEDDER = HashEmbedder(64)
 
@@ -208,29 +209,33 @@ def _exact_ids(store: Store, query: np.ndarray, scope: str | None, limit: int) -
     return [r["id"] for r in store.lancedb_search(query, where, limit)]
 
 
-def test_a_row_another_process_adds_is_found_by_the_next_search(make_settings: SettingsFactory) -> None:
+def test_a_row_another_process_adds_is_found_by_search_once_the_background_catch_up_ran(
+        make_settings: SettingsFactory) -> None:
     settings = make_settings(embedding_dimensions=64)
     store = _store(make_settings)
     assert store.cache is not None and store.cache.reloads == 1
     [row] = _rows(1, "agent:x", 11)
     external = {**row, "vector": np.asarray(row["vector"]).tolist()}
     _external(settings.db_path, {"kind": "add", "row": external})
+    assert caught_up(store)  # a search never waits for it: it starts the catch-up in the background
     for scope in (None, "agent:x"):
         where = filters.eq("scope", scope) if scope else None
         [hit] = store.vector_search(row["vector"], where, 1)
         assert hit["id"] == row["id"] and hit["score"] > 0.999 and hit["text"] == row["text"]
 
 
-def test_another_process_update_and_delete_are_reflected(make_settings: SettingsFactory) -> None:
+def test_another_process_update_and_delete_are_reflected_once_caught_up(make_settings: SettingsFactory) -> None:
     settings = make_settings(embedding_dimensions=64)
     store = _store(make_settings)
     query = _rows(1, "global", 12)[0]["vector"]
     [first, second] = store.vector_search(query, None, 2)
     _external(settings.db_path, {"kind": "update", "id": first["id"], "values": {"scope": "agent:y"}})
+    assert caught_up(store)
     [moved] = store.vector_search(query, filters.eq("scope", "agent:y"), 5)
     assert moved["id"] == first["id"]
     assert first["id"] not in [r["id"] for r in store.vector_search(query, filters.eq("scope", "global"), 100)]
     _external(settings.db_path, {"kind": "delete", "id": first["id"]})
+    assert caught_up(store)
     found = [r["id"] for r in store.vector_search(query, None, 5)]
     assert first["id"] not in found and found[0] == second["id"]
     assert found == _exact_ids(store, query, None, 5)

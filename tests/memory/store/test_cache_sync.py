@@ -89,8 +89,10 @@ def _assert_mirrors_the_table(store: Store, db_path: Path) -> None:
 
 
 def _search_once(store: Store) -> None:
-    """One search, which notices the foreign commit and brings the cache up to date."""
+    """One search, which notices the foreign commit and starts a background thread that brings the cache up to
+    date (the search does not wait for it); then wait for that thread."""
     store.vector_search(_vectors(1, 7)[0], None, 3)
+    assert store.sync is not None and store.sync.wait_idle(60)
 
 
 def _some_ids(store: Store, scope: str, count: int) -> list[str]:
@@ -128,7 +130,8 @@ def test_a_foreign_change_is_read_into_the_cache_without_a_reload(make_settings:
     _foreign(db_path, *_ops(store, kind))
     assert store.version() > version and not cache.is_current(store.version())
     _search_once(store)
-    assert cache.reloads == 1 and store.sync.catch_ups == 1 and store.sync.background_runs == 0
+    # Read as one change by the one background run the search started: no reload.
+    assert cache.reloads == 1 and store.sync.catch_ups == 1 and store.sync.background_runs == 1
     assert store.sync.rows_read <= 4  # the rows the change wrote, not the table
     _assert_mirrors_the_table(store, db_path)
 
@@ -192,17 +195,49 @@ def test_our_commits_between_foreign_ones_are_neither_lost_nor_doubled(make_sett
     assert cache.version == store.version() and cache.reloads == 1
 
 
-def test_a_change_too_large_to_read_inline_is_caught_up_in_the_background(
+def test_searches_answer_at_the_cached_version_while_the_background_reads_a_foreign_change(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, db_path = _store(make_settings)
+    cache = _cache(store)
+    query = _vectors(1, 18)[0]
+    before = [r["id"] for r in store.vector_search(query, None, 5)]
+    entered, gate = threading.Event(), threading.Event()
+    apply_changes = cache.apply_changes
+
+    def held_apply(*args: Any, **kwargs: Any) -> bool:
+        entered.set()
+        assert gate.wait(60)
+        return apply_changes(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "apply_changes", held_apply)
+    added = _rows(5, "agent:x", 17)
+    for row in added:  # each one closer to the query than anything in the table
+        row["vector"] = (query + 0.01 * row["vector"]) / np.linalg.norm(query + 0.01 * row["vector"])
+    _foreign(db_path, {"kind": "add", "rows": _plain(added)})
+    first = [r["id"] for r in store.vector_search(query, None, 5)]  # starts the catch-up, does not wait for it
+    assert entered.wait(60)
+    second = [r["id"] for r in store.vector_search(query, None, 5)]  # the catch-up is still held
+    assert first == second == before  # the version the cache holds, consistently
+    gate.set()
+    assert store.sync is not None and store.sync.wait_idle(60)
+    assert store.sync.background_runs == 1 and cache.reloads == 1 and store.sync.rows_read == 5
+    assert sorted(r["id"] for r in store.vector_search(query, None, 5)) == sorted(str(row["id"]) for row in added)
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_a_foreign_change_too_large_for_our_writer_to_read_inline_is_caught_up_in_the_background(
     make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cache_sync, "INLINE_MAX_ROWS", 2)
     store, db_path = _store(make_settings)
     _foreign(db_path, {"kind": "add", "rows": _plain(_rows(5, "agent:x", 17))})
-    query = _vectors(1, 18)[0]
-    assert [r["id"] for r in store.vector_search(query, None, 5)] == [
-        r["id"] for r in store.lancedb_search(query, None, 5)]
+    mine = _rows(1, "global", 30)
+    store.add(mine)  # under the lock the writer reads at most 2 rows inline: it leaves the 5 to the background
     assert store.sync is not None and store.sync.wait_idle(60)
-    assert store.sync.background_runs == 1 and _cache(store).reloads == 1 and store.sync.rows_read == 5
+    assert store.sync.background_runs == 1 and _cache(store).reloads == 1
+    assert store.sync.rows_read in (5, 6)  # the foreign rows, and ours if it landed before they were read
+    assert _cache(store).version == store.version()
     _assert_mirrors_the_table(store, db_path)
 
 

@@ -22,7 +22,7 @@ from app.memory.errors import StoreBusy
 from app.memory.rows import new_row
 from app.memory.service import MemoryService
 from app.memory.store import locks, retention
-from app.memory.store import table as store_module
+from app.memory.store import writes as writes_module
 from app.memory.store.locks import WriteLock
 from tests.conftest import SettingsFactory
 
@@ -44,23 +44,23 @@ async def test_300_concurrent_remembers_are_all_stored_with_unique_ids(make_sett
     assert commits < 300  # adds were coalesced into batches
 
 
-async def test_a_full_write_queue_answers_busy_at_once_and_accepted_writes_complete(
+async def test_a_full_write_queue_answers_busy_at_once_and_accepted_writes_land_after_the_lock_is_free(
         make_settings: SettingsFactory, tmp_path: Path) -> None:
     async with MemoryService.open(make_settings(write_queue_max=2)) as service:
         held = tmp_path / "lancedb" / locks.LOCK_DIR_NAME
-        os.mkdir(held)  # another writer (as memory-lancedb-pro would) holds the lock: our writer waits
-        tasks = [asyncio.create_task(service.remember(f"queued {i}")) for i in range(10)]
-        with anyio.fail_after(10):
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        busy = [t for t in done if isinstance(t.exception(), StoreBusy)]
-        assert busy and busy[0].exception().code == "store_busy"  # type: ignore[union-attr]
-        os.rmdir(held)
-        with anyio.fail_after(30):
-            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        os.mkdir(held)  # another writer (as memory-lancedb-pro would) holds the lock: the flusher waits
+        try:
+            tasks = [asyncio.create_task(service.remember(f"queued {i}")) for i in range(10)]
+            with anyio.fail_after(10):  # every one answered while the lock is held
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            assert _all_ids(tmp_path / "lancedb") == []  # acknowledged, not in the table yet
+        finally:
+            os.rmdir(held)
+    busy = [o for o in outcomes if isinstance(o, BaseException)]
+    assert busy and all(isinstance(o, StoreBusy) and o.code == "store_busy" for o in busy)
     accepted = [o.memory_id for o in outcomes if not isinstance(o, BaseException)]
-    assert all(isinstance(o, StoreBusy) for o in outcomes if isinstance(o, BaseException))
     assert 1 <= len(accepted) <= 3
-    assert sorted(_all_ids(tmp_path / "lancedb")) == sorted(accepted)
+    assert sorted(_all_ids(tmp_path / "lancedb")) == sorted(accepted)  # flushed once the lock was free
 
 
 _EXTERNAL_WRITER = textwrap.dedent("""
@@ -106,38 +106,51 @@ async def test_a_second_process_writing_the_same_table_loses_nothing(make_settin
                 ours += [r.memory_id for r in results]
             assert (await process.communicate())[0].strip() == b"done"
         assert process.returncode == 0
+        await service.writer.flush()
         seen_by_service = service.store.count()
     ids = _all_ids(db_path)
     assert len(ids) == len(set(ids)) == 120 and seen_by_service == 120
     assert set(ours) <= set(ids)
 
 
-async def test_closing_drains_the_queue_so_every_acknowledged_write_is_stored(make_settings: SettingsFactory,
-                                                                              tmp_path: Path) -> None:
+async def test_closing_flushes_every_acknowledged_write_once_the_lock_is_free(make_settings: SettingsFactory,
+                                                                             tmp_path: Path) -> None:
     held = tmp_path / "lancedb" / locks.LOCK_DIR_NAME
     async with MemoryService.open(make_settings()) as service:
-        os.mkdir(held)  # the writer blocks on the lock, so the writes below stay queued
+        os.mkdir(held)  # another writer holds the lock: the flusher cannot fold the writes below in
         vectors = await service.embedder.embed_documents([f"late {i}" for i in range(20)])
         rows = [new_row(f"late {i}", vectors[i], "global", [], 0.5, None, "hash-bow-v1") for i in range(20)]
-        tasks = [asyncio.create_task(service.writer.add([row])) for row in rows]
-        await anyio.lowlevel.checkpoint()  # every task enqueues in its first step (no await before put)
+        with anyio.fail_after(30):
+            outcomes = await asyncio.gather(*(service.writer.add([row]) for row in rows))  # acknowledged
+        assert _all_ids(tmp_path / "lancedb") == []
         closing = asyncio.create_task(service.writer.close())
         await anyio.lowlevel.checkpoint()
-        assert not any(task.done() for task in tasks)
+        with pytest.raises(Unavailable):  # refused from the moment closing began
+            await service.writer.add([new_row("after close", vectors[0], "global", [], 0.5, None, "hash-bow-v1")])
+        assert not closing.done()  # it waits for the lock to flush them
         os.rmdir(held)
         with anyio.fail_after(30):
             await closing
         with pytest.raises(Unavailable):
             await service.remember("after close")
-    outcomes = await asyncio.gather(*tasks)
     assert {memory_id for ids in outcomes for memory_id in ids} == set(_all_ids(tmp_path / "lancedb"))
     assert len(outcomes) == 20
 
 
-async def test_the_writer_compacts_every_n_commits(make_settings: SettingsFactory) -> None:
-    async with MemoryService.open(make_settings(compact_every_commits=4)) as service:
+async def _committed_by_the_flusher(service: MemoryService, commits: int) -> None:
+    """Until the flusher's own rounds (each followed by its housekeeping decision) made ``commits`` commits."""
+    deadline = time.monotonic() + 30
+    while service.writer.commits < commits:
+        assert time.monotonic() < deadline, f"{service.writer.commits} commits, expected {commits}"
+        await asyncio.sleep(0.01)  # polling the flusher's counter with a deadline
+
+
+async def test_the_flusher_compacts_every_n_commits(make_settings: SettingsFactory) -> None:
+    async with MemoryService.open(make_settings(compact_every_commits=4, flush_interval_s=0.01)) as service:
         for i in range(9):
             await service.remember(f"sequential {i}")
+            await _committed_by_the_flusher(service, i + 1)  # one commit per write
+        assert service.writer.commits == 9
         assert await service.writer.housekeeping_idle()  # compactions run in their own thread
         assert service.writer.compactions >= 2
         fragments = service.store.table.stats()["fragment_stats"]["num_fragments"]
@@ -217,6 +230,7 @@ async def _reader_on_three_memories(service: MemoryService, tmp_path: Path) -> t
     """Three memories, then another process's handle checked out on that version (still reading it)."""
     for i in range(3):
         await service.remember(f"before the reader {i}")
+    await service.writer.flush()
     seen = service.store.version()
     reader = lancedb.connect(str(tmp_path / "lancedb")).open_table("memories")
     reader.checkout(seen)
@@ -229,11 +243,13 @@ async def test_a_compaction_keeps_recent_versions_for_their_readers_and_prunes_o
         store = service.store
         seen, reader = await _reader_on_three_memories(service, tmp_path)
         await service.remember("after the reader")
+        await service.writer.flush()
         await asyncio.to_thread(store.optimize)
         assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3  # its files are still there
-        monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))
+        monkeypatch.setattr(writes_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))
         monkeypatch.setattr(retention, "MARGIN", timedelta(0))
         await service.remember("after the window")
+        await service.writer.flush()
         await asyncio.to_thread(store.optimize)
         kept = [v["version"] for v in store.table.list_versions()]
     assert seen not in kept and max(kept) == store.version()
@@ -243,11 +259,12 @@ async def test_a_compaction_keeps_the_version_that_was_the_newest_a_moment_ago_h
         make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A quiet spell, then one write and a compaction: the version before the write is old by its
     creation, but a reader may still be on it; its files must outlive the compaction."""
-    monkeypatch.setattr(store_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))  # "long ago"
+    monkeypatch.setattr(writes_module, "OLD_VERSIONS_KEPT", timedelta(milliseconds=1))  # "long ago"
     async with MemoryService.open(make_settings(compact_every_commits=1000)) as service:
         store = service.store
         seen, reader = await _reader_on_three_memories(service, tmp_path)
         await service.remember("the first write after it")
+        await service.writer.flush()
         await asyncio.to_thread(store.optimize)  # rewrites every row: the old files are now unused
         assert reader.count_rows() == 3 and len(reader.to_arrow()) == 3
         assert seen in [v["version"] for v in store.table.list_versions()]

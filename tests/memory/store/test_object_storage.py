@@ -3,8 +3,10 @@ timed by LanceDB's version list, rewrites only under the compaction lease."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,14 @@ def _files(root: Path) -> set[Path]:
     return set(root.rglob("*"))
 
 
+async def _until(condition: Callable[[], bool], within_s: float = 60.0) -> None:
+    """Poll ``condition`` (the flusher's and the housekeeping thread's counters) until it holds, or fail."""
+    deadline = time.monotonic() + within_s
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)
+
+
 async def test_a_store_on_s3_writes_no_local_files_skips_recovery_and_stays_ready(
         make_settings: SettingsFactory, s3_bucket: Bucket, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     settings = _s3_settings(make_settings, s3_bucket)
@@ -42,11 +52,15 @@ async def test_a_store_on_s3_writes_no_local_files_skips_recovery_and_stays_read
                 hits = (await service.recall("team mode keeps the table in a bucket")).hits
             health = service.health()
             assert isinstance(service.store.lock, ProcessLock)
+            journal = Path(service.writer.journal.where)
     assert hits[0].id == stored.memory_id
     assert health["ready"] is True and health["degraded"] is False
     assert any("local-only" in r.getMessage() and settings.db_uri in r.getMessage() for r in caplog.records)
     created = _files(tmp_path) - before
-    assert not [p for p in created if p.name != "kanban.sqlite3"], created  # no lock, table or quarantine files
+    # Without a team database the write journal is a file beside the board (with its WAL and flush lease).
+    assert journal.parent == tmp_path and journal in created
+    ours = [p for p in created if p.name != "kanban.sqlite3" and not p.name.startswith(journal.name)]
+    assert not ours, created  # no lock, table or quarantine files
 
 
 async def test_concurrent_remembers_of_two_services_on_one_s3_table_are_all_stored_once(
@@ -64,8 +78,10 @@ async def test_concurrent_remembers_of_two_services_on_one_s3_table_are_all_stor
                 for _ in range(3):
                     group.start_soon(write, first, "first")
                     group.start_soon(write, second, "second")
-    table = connection.connect(settings).open_table(settings.table)
-    stored = table.to_arrow().column("id").to_pylist()
+        table = connection.connect(settings).open_table(settings.table)
+        await _until(lambda: table.count_rows() >= 120)  # the flusher folds both services' writes in
+        assert sorted(table.to_arrow().column("id").to_pylist()) == sorted(results)
+    stored = table.to_arrow().column("id").to_pylist()  # and closing flushed none of them again
     assert len(results) == 120 and len(set(results)) == 120
     assert sorted(stored) == sorted(results)
 
@@ -99,14 +115,14 @@ async def test_the_writer_leaves_compaction_to_the_instance_holding_the_lease(
         with anyio.fail_after(60):
             for i in range(3):
                 await service.remember(f"written while another instance compacts {i}")
+        await _until(lambda: service.writer.skipped_for_lease >= 1)  # flushed, and the compaction it asked for
         assert await service.writer.housekeeping_idle()  # rewrites run in their own thread
-        assert service.writer.compactions == 0 and service.writer.skipped_for_lease >= 1
+        assert service.writer.compactions == 0
         other.release(expires)
         with anyio.fail_after(60):
             for i in range(3):
                 await service.remember(f"written after the lease came back {i}")
-        assert await service.writer.housekeeping_idle()
-        assert service.writer.compactions >= 1
+        await _until(lambda: service.writer.compactions >= 1)
         assert len(await service.list_memories(limit=100)) == 6
 
 

@@ -1,4 +1,5 @@
-"""Recovery at open (P10, REC-01): a damaged newest version is quarantined, the previous one opens."""
+"""Recovery at open (P10, REC-01): a damaged newest version is quarantined, the previous one opens, and the
+write journal folds the writes of the quarantined versions in again, so no acknowledged write is lost."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ async def _write_history(settings: Settings) -> dict[int, str]:
         async with MemoryService.open(settings) as service:
             for write in range(WRITES_PER_SESSION):
                 result = await service.remember(f"recovery fact {session}-{write} about subject {session * 7 + write}")
+                await service.writer.flush()  # one commit per write
                 added[(await service.stats()).table_version] = result.memory_id
     return added
 
@@ -59,32 +61,40 @@ async def _ids(service: MemoryService) -> set[str]:
     return {m.id for m in await service.list_memories(limit=200)}
 
 
+async def _table_ids(service: MemoryService) -> set[str]:
+    """The ids in the table itself once the journal is flushed into it."""
+    await service.writer.flush()
+    return {str(row["id"]) for row in service.store.scan(None, ["id"]).to_pylist()}
+
+
 def _quarantined_files(settings: Settings) -> list[Path]:
     root = settings.db_path / "quarantine"
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
 @pytest.mark.parametrize("how", ["truncate", "zero_fill", "garble", "bitflip"])
-async def test_a_damaged_newest_manifest_is_quarantined_and_the_previous_version_opens(
+async def test_a_damaged_newest_manifest_is_quarantined_the_previous_version_opens_and_its_write_is_flushed_again(
     make_settings: SettingsFactory, how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = _settings(make_settings)
     added = await _write_history(settings)
     head = max(added)
     [damaged] = _damage(settings, how=how)
+    damaged_bytes = damaged.read_bytes()
     with caplog.at_level(logging.ERROR, logger="app.memory.store.recovery"):
         async with MemoryService.open(settings) as service:
-            assert await _ids(service) == {i for v, i in added.items() if v != head}  # lost: exactly the head
             health = service.health()
-            stats = await service.stats()
+            assert await _ids(service) == set(added.values())  # the head's write is served from the journal
+            assert await _table_ids(service) == set(added.values())  # and folded into the table again
+            assert service.store.version() == head  # in one commit on top of the version that opened
     assert health["ready"] is True
     assert health["degraded"] is True
-    assert health["recovered_from_version"] == head - 1 == stats.table_version
+    assert health["recovered_from_version"] == head - 1
     assert health["quarantined_versions"] == [head]
     quarantine = Path(health["quarantine_path"])
     assert quarantine.parent == settings.db_path / "quarantine"
-    assert (quarantine / damaged.relative_to(settings.db_path)).is_file()
-    assert not damaged.exists()
+    assert (quarantine / damaged.relative_to(settings.db_path)).read_bytes() == damaged_bytes
+    assert damaged.read_bytes() != damaged_bytes  # its name is the new commit's, the write flushed again
     report = json.loads((quarantine / "report.json").read_text())
     assert report["quarantined_versions"] == [head] and report["recovered_version"] == head - 1
     [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
@@ -99,12 +109,15 @@ async def test_after_a_recovery_new_writes_become_the_head_and_survive_a_reopen(
     added = await _write_history(settings)
     _damage(settings)
     async with MemoryService.open(settings) as service:
+        await service.writer.flush()  # the quarantined head's write, again
+        assert service.store.version() == max(added)
         fresh = (await service.remember("written after the recovery")).memory_id
+        await service.writer.flush()
         version = (await service.stats()).table_version
     async with MemoryService.open(settings) as service:
         assert (await service.get(fresh)).text == "written after the recovery"
-        assert await _ids(service) == {*(i for v, i in added.items() if v != max(added)), fresh}
-        assert (await service.stats()).table_version == version == max(added)
+        assert await _ids(service) == await _table_ids(service) == {*added.values(), fresh}
+        assert (await service.stats()).table_version == version == max(added) + 1
         assert service.health()["degraded"] is False  # this open found nothing to repair
     assert len([p for p in _quarantined_files(settings) if p.suffix == ".manifest"]) == 1
 
@@ -126,9 +139,9 @@ async def test_two_damaged_newest_versions_are_both_quarantined(make_settings: S
     head = max(added)
     _damage(settings, newest=2)
     async with MemoryService.open(settings) as service:
-        assert await _ids(service) == {i for v, i in added.items() if v < head - 1}
         assert service.health()["quarantined_versions"] == [head, head - 1]
         assert service.health()["recovered_from_version"] == head - 2
+        assert await _ids(service) == await _table_ids(service) == set(added.values())  # both flushed again
 
 
 async def test_a_healthy_store_is_not_touched(make_settings: SettingsFactory) -> None:
@@ -137,7 +150,7 @@ async def test_a_healthy_store_is_not_touched(make_settings: SettingsFactory) ->
     before = sorted(p.name for p in versions_dir(settings).iterdir())
     async with MemoryService.open(settings) as service:
         assert await _ids(service) == set(added.values())
-        assert service.health()["degraded"] is False
+        assert service.health()["degraded"] is False and service.writer.depth == 0  # nothing to flush again
         assert "recovered_from_version" not in service.health()
     assert not (settings.db_path / "quarantine").exists()
     assert sorted(p.name for p in versions_dir(settings).iterdir()) == before
@@ -196,8 +209,8 @@ async def test_a_table_with_v1_manifest_names_recovers_too(make_settings: Settin
     assert f"{max(added)}.manifest" in names  # plain version numbers, not u64::MAX - version
     _damage(settings)
     async with MemoryService.open(settings) as service:
-        assert await _ids(service) == {i for v, i in added.items() if v != max(added)}
         assert service.health()["recovered_from_version"] == max(added) - 1
+        assert await _ids(service) == await _table_ids(service) == set(added.values())
 
 
 def test_manifest_names_map_to_versions_in_both_naming_schemes() -> None:
@@ -225,3 +238,4 @@ async def test_readyz_of_a_server_started_on_a_damaged_store_reports_the_recover
     assert memory["quarantined_versions"] == [max(added)]
     assert memory["quarantine_path"].startswith(str(settings.db_path / "quarantine"))
     assert listed.status_code == 200
+    assert {m["id"] for m in listed.json()} == set(added.values())  # the head's write too, from the journal

@@ -80,6 +80,7 @@ async def test_full_uuid_ids_work_for_update_and_forget_and_new_rows_fit(make_se
         new = await service.remember("written by memory-mcp", tags=["a"])
         with pytest.raises(MemoryNotFound):
             await service.get(ids[2])
+        await service.writer.flush()  # the update, into the table
         assert updated.scope == "project:p" and service.store.get_vector(ids[1]).tobytes() == np.asarray(
             vector_before, dtype=np.float32).tobytes()
     rows = {r["id"]: r for r in lancedb.connect(str(db_path)).open_table("memories").to_arrow().to_pylist()}
@@ -133,11 +134,13 @@ async def test_a_column_another_process_adds_is_in_our_next_appends_schema(make_
     # Appends reuse the schema their previous append left; a foreign commit must end that reuse.
     async with MemoryService.open(make_settings()) as service:
         await service.remember("a memory written before the new column")
+        await service.writer.flush()  # our append, which leaves its schema for the next one
         store = service.store
         assert "source_app" not in store._schema_at(store.version()).names
         other = lancedb.connect(str(tmp_path / "lancedb"), read_consistency_interval=timedelta(0))
         other.open_table("memories").add_columns(pa.field("source_app", pa.string()))
         assert "source_app" in store._schema_at(store.version()).names
         second = await service.remember("a memory written after the new column")
+        await service.writer.flush()
     rows = {r["id"]: r for r in _snapshot(tmp_path / "lancedb")[1]}
     assert len(rows) == 2 and rows[second.memory_id]["source_app"] is None

@@ -88,7 +88,7 @@ def test_our_own_commits_are_seen_at_once(make_settings: SettingsFactory) -> Non
     assert probe.reads == 0
 
 
-def test_another_process_commit_after_a_quiet_spell_is_seen_by_the_next_search(
+def test_another_process_commit_after_a_quiet_spell_is_noticed_by_the_next_search_and_read_in_the_background(
     make_settings: SettingsFactory,
 ) -> None:
     settings = make_settings(embedding_dimensions=64)
@@ -100,6 +100,8 @@ def test_another_process_commit_after_a_quiet_spell_is_seen_by_the_next_search(
     version = probe.current()
     _external(settings.db_path, {"kind": "add", "row": {**row, "vector": np.asarray(row["vector"]).tolist()}})
     assert probe.current() == store.version() == version + 1
+    store.vector_search(row["vector"], None, 1)  # answers at the cache's version and starts the catch-up
+    assert store.sync is not None and store.sync.wait_idle(30) and store.sync.background_runs == 1
     [hit] = store.vector_search(row["vector"], None, 1)
     assert hit["id"] == row["id"] and hit["score"] > 0.999
 
