@@ -201,6 +201,9 @@ class Flusher:
         return held
 
     def round(self) -> Flushed | None:
+        """One flush, if this instance may (team mode: the lease holder only); None when it folded nothing."""
+        if self.lease is not None and not self.lease.held():
+            return None
         # Other writers' commits are read into the index before the lock is taken, so the lock is held for
         # our own commit, not for reading theirs (the plugin's retries wait 1, 2, 4 ... s while we hold it).
         self.store.refresh_cache()

@@ -136,6 +136,8 @@ class JournalWriter:
         while self.overlay.unflushed:
             if await self.flusher.flush_now() is None and self.overlay.unflushed:
                 await asyncio.to_thread(self._learn_flushes)
+                if self.overlay.unflushed:
+                    await asyncio.sleep(POLL_S)  # another instance holds the flush lease: its flush is awaited
 
     def _learn_flushes(self) -> None:
         self.overlay.flushed(self.journal.markers_after(self.overlay.flushed_through))
