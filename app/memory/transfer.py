@@ -98,7 +98,9 @@ def open_target(settings: Settings, embedder: Embedder, template: pa.Schema | No
     if not connection.table_exists(db, settings.table):
         with connection.commit_lock(settings).hold():
             table_format.create(db, settings.table, target_schema(template, embedder), settings.storage_options)
-    return Store.open(settings, embedder)
+    # No vector index: an import reads ids it just wrote itself, which an index would only learn in the
+    # background (a thread still reading as the command exits).
+    return Store.open(settings.model_copy(update={"vector_cache": False}), embedder)
 
 
 def to_arrow(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
