@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.harness.history import HistoryLog, check, load_events, percentiles, read_final_rows
-from tests.mcp.clients import sse_session, streamable_session
+from tests.mcp.clients import poll_until, sse_session, streamable_session
 from tests.reliability.support import mcp_remember, rest_remember, scaled, server_env
 from tests.support.server import spawn_server
 
@@ -59,6 +59,11 @@ async def test_mixed_transport_clients_and_external_processes_lose_and_duplicate
                     group.start_soon(_client, server.url, TRANSPORTS[n % 3], log, f"c{n}")
             outputs = [await process.communicate() for process in externals]
         assert [process.returncode for process in externals] == [0] * EXTERNAL_PROCESSES, outputs
+        # Acknowledged means journaled: the table holds them once the flusher has run (the server is killed
+        # below, not stopped).
+        async with httpx.AsyncClient(timeout=30) as http:
+            await poll_until(lambda: http.get(f"{server.url}/readyz"),
+                             lambda r: r.json()["memory"]["journal"]["depth"] == 0, within_s=60)
         for log in logs:
             log.close()
     events = load_events(sorted(histories.glob("*.jsonl")))
