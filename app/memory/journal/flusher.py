@@ -127,8 +127,12 @@ class Flusher:
             await asyncio.to_thread(self.lease.close)
 
     async def flush_now(self) -> Flushed | None:
-        """One round at once (tests, ``close``, the ``flush`` command); None when there was nothing to fold."""
-        return await asyncio.to_thread(self.round)
+        """One round at once (tests, ``close``, the ``flush`` command); None when there was nothing to fold.
+        Its commits count towards merges and compactions as the loop's do."""
+        done = await asyncio.to_thread(self.round)
+        if done is not None:
+            await self._housekeep()
+        return done
 
     async def _run(self) -> None:
         interval = self.settings.flush_interval_s
