@@ -4,6 +4,10 @@ A part of ``VectorCache`` kept in its own module for size. ``export`` copies onl
 change in place (the live and scope arrays); the blocks of codes, statistics and bounds it hands out
 are only ever appended to past the exported row count, and the exact rows below it never change, so
 the file is written from them outside the lock while searches and commits go on.
+
+``saved_base`` says which saved file the cache's row positions extend: rows below its count are that
+file's, in its order (a restore or a whole save sets it; a compaction or reload of the cache voids it).
+While it holds, ``export_delta`` hands out only what changed since (``index_delta``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pyarrow as pa
 
 from app.memory.index.arrow_rows import ArrowRows
 from app.memory.index.block_matrix import BlockMatrix
+from app.memory.index.index_delta import Delta, DeltaSaved
 from app.memory.index.index_file import Loaded, Saved
 from app.memory.index.quantized_matrix import QuantizedMatrix
 from app.memory.index.score_bounds import RANK, ScoreBounds
@@ -38,6 +43,7 @@ class CacheState:
     _matrix: QuantizedMatrix
     _bounds: ScoreBounds
     _generation: int
+    saved_base: tuple[int, int] | None = None  # (generation, rows) of the saved file the positions extend
 
     def _clear(self, schema: pa.Schema | None = None) -> None:
         raise NotImplementedError
@@ -62,13 +68,36 @@ class CacheState:
                 basis=None if bounds is None else self._bounds.basis, bounds=bounds)
             return saved, self._generation
 
+    def export_delta(self) -> tuple[DeltaSaved, int] | None:
+        """The changes since ``saved_base`` and the generation they belong to; None when stale or no base."""
+        with self._lock:
+            base = self.saved_base
+            if self.version is None or base is None or base[0] != self._generation:
+                return None
+            base_rows, n, snap = base[1], self._n, self._matrix.snapshot()
+            tail = np.arange(base_rows, n)
+            delta = DeltaSaved(version=self.version, n=n, base_rows=base_rows, alive=self._alive[:n].copy(),
+                               scope_codes=self._scope_codes[base_rows:n].copy(),
+                               scopes=[scope for scope, _ in sorted(self._scopes.items(), key=lambda item: item[1])],
+                               rows=self._rows.take_table(tail), exact=np.empty((0, self.dimension), np.float32))
+            generation = self._generation
+        delta.exact = snap.rows_at(tail) if len(tail) else delta.exact  # rows past the base never change
+        return delta, generation
+
+    def mark_saved_base(self, generation: int, rows: int) -> None:
+        """A whole save of ``generation`` with ``rows`` rows was written: later deltas extend it."""
+        with self._lock:
+            if generation == self._generation:
+                self.saved_base = (generation, rows)
+
     def holds(self, generation: int) -> bool:
         """Whether the contents are still those of ``generation`` (not reloaded, compacted or invalidated)."""
         with self._lock:
             return self.version is not None and self._generation == generation
 
-    def install(self, loaded: Loaded) -> None:
-        """Take ``loaded`` as the contents, at its version (the caller checked it is this table's).
+    def install(self, loaded: Loaded, delta: Delta | None = None) -> None:
+        """Take ``loaded`` (and the ``delta`` written since it) as the contents, at the newest version they hold
+        (the caller checked they are this table's).
 
         Raises:
             ValueError: its dimension or row count does not fit.
@@ -83,18 +112,33 @@ class CacheState:
             blocks = BlockMatrix(RANK + 1)
             blocks.adopt(loaded.bounds)
             bounds._rows, bounds.n = blocks, n  # noqa: SLF001 - restored as it was saved
-        position, copies = _positions(loaded.rows.column("id").to_pylist() if n else [], loaded.alive)
+        total = n if delta is None else int(delta.header["rows"])
+        if delta is not None:  # the rows appended since: their codes and bounds computed again
+            matrix.reserve(int(delta.header["rows"]))
+            matrix.put(n, delta.exact)
+            bounds.put(n, delta.exact)
+        ids = loaded.rows.column("id").to_pylist() if n else []
+        if delta is not None and delta.rows.num_rows:
+            ids += delta.rows.column("id").to_pylist()
+        alive = loaded.alive if delta is None else delta.alive.copy()
+        scope_codes = loaded.scope_codes if delta is None else np.concatenate([loaded.scope_codes, delta.scope_codes])
+        position, copies = _positions(ids, alive)
+        scopes = loaded.scopes if delta is None else list(delta.header["scopes"])
         with self._lock:
             self.version = None
             self._clear(loaded.rows.schema)
-            self._matrix, self._bounds, self._n = matrix, bounds, n
-            self._alive, self._scope_codes = loaded.alive, loaded.scope_codes
-            self._reserve(n)
-            self._scopes = {scope: code for code, scope in enumerate(loaded.scopes)}
+            self._matrix, self._bounds, self._n = matrix, bounds, total
+            self._alive, self._scope_codes = alive, scope_codes
+            self._reserve(total)
+            self._scopes = {scope: code for code, scope in enumerate(scopes)}
             self._position, self._copies = position, copies
             for batch in loaded.rows.to_batches():
                 self._rows.append_batch(batch)
-            self.version = loaded.version
+            if delta is not None:
+                for batch in delta.rows.to_batches():
+                    self._rows.append_batch(batch)
+            self.saved_base = (self._generation, n)
+            self.version = loaded.version if delta is None else delta.version
 
 
 def _positions(ids: list[str], alive: np.ndarray) -> tuple[dict[str, int], dict[str, list[int]]]:

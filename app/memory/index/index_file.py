@@ -24,12 +24,12 @@ in the page cache and out of the process's resident set until a search touches t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
 import struct
 import tempfile
-import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -45,8 +45,6 @@ MAGIC = b"MMCPIDX1"
 FORMAT = 1
 ALIGN = 4096
 TAIL = struct.Struct("<QI8s")  # header length, header CRC-32, MAGIC
-#: A temporary file this old is left over by a process killed while saving (another may be saving now).
-STALE_TEMP_S = 3_600
 EXACT_CHUNK_ROWS = 16_384  # exact rows copied at a time when saving (32 MB at 512-d)
 CHECK_CHUNK_BYTES = 64 * 2**20
 
@@ -111,10 +109,11 @@ def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
         OSError: the directory cannot be written (the old file, if any, stays as it was).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(path)
+    remove_stale_temps(path.parent)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
+            hold_while_writing(out)
             size = _write_all(out, saved, identity)
             out.flush()
             os.fsync(out.fileno())
@@ -126,14 +125,33 @@ def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
     return size
 
 
-def _remove_stale_temps(path: Path) -> None:
-    cutoff = time.time() - STALE_TEMP_S
-    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+def hold_while_writing(out: IO[bytes]) -> None:
+    """Lock a temporary file for as long as it is open: one that nobody holds is left by a save cut short."""
+    fcntl.flock(out.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Remove the temporary files of saves that were cut short (no process holds them); returns them.
+
+    Another server on the same directory may be saving right now: its temporary file is locked, and kept."""
+    removed = []
+    for temp in directory.glob(".*.tmp"):
         try:
-            if temp.stat().st_mtime < cutoff:
-                temp.unlink()
+            fd = os.open(temp, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # being written
+        finally:
+            os.close(fd)
+        try:
+            temp.unlink()
+            removed.append(temp)
         except OSError:
             pass
+    return removed
 
 
 def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
@@ -142,7 +160,7 @@ def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
     n, d = saved.n, saved.dimension
 
     def section(name: str, parts: Callable[[], Any]) -> None:
-        _pad(out)
+        pad(out)
         start, crc = out.tell(), 0
         for part in parts():
             data = memoryview(part).cast("B") if not isinstance(part, bytes | memoryview) else part
@@ -157,7 +175,7 @@ def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
     if saved.basis is not None and saved.bounds is not None:
         section("basis", lambda: [np.ascontiguousarray(saved.basis, dtype=np.float32)])
         section("bounds", lambda: _block_rows(saved.bounds or [], n))
-    section("rows", lambda: _ipc_parts(saved.rows))
+    section("rows", lambda: ipc_parts(saved.rows))
     section("exact", lambda: (np.ascontiguousarray(saved.rows_at(np.arange(s, min(n, s + EXACT_CHUNK_ROWS))),
                                                    dtype=np.float32) for s in range(0, n, EXACT_CHUNK_ROWS)))
     header = {"format": FORMAT, "version": saved.version, "rows": n, "dimension": d, "identity": identity,
@@ -207,7 +225,7 @@ class _Parts:
         return parts
 
 
-def _ipc_parts(table: pa.Table) -> Iterator[bytes]:
+def ipc_parts(table: pa.Table) -> Iterator[bytes]:
     """``table`` as an Arrow IPC stream, a record batch at a time: never a second copy of it all in memory."""
     parts = _Parts()
     with pa.ipc.new_stream(pa.PythonFile(parts, mode="w"), table.schema) as writer:
@@ -217,7 +235,7 @@ def _ipc_parts(table: pa.Table) -> Iterator[bytes]:
     yield from parts.take()
 
 
-def _pad(out: IO[bytes]) -> None:
+def pad(out: IO[bytes]) -> None:
     gap = -out.tell() % ALIGN
     if gap:
         out.write(b"\0" * gap)
@@ -247,10 +265,10 @@ def read_header(path: Path) -> dict[str, Any]:
         IndexFileError: not a whole saved index of this format.
     """
     with open(path, "rb") as f:
-        return _header(f.fileno())
+        return header_of(f.fileno())
 
 
-def _header(fd: int) -> dict[str, Any]:
+def header_of(fd: int) -> dict[str, Any]:
     size = os.fstat(fd).st_size
     if size < len(MAGIC) + TAIL.size or os.pread(fd, len(MAGIC), 0) != MAGIC:
         raise IndexFileError("not a saved index (no magic)")
@@ -287,7 +305,7 @@ def read(path: Path) -> Loaded:
 
 
 def _read(fd: int) -> Loaded:
-    header = _header(fd)
+    header = header_of(fd)
     n, d, sections = int(header["rows"]), int(header["dimension"]), header["sections"]
     mapped = mmap.mmap(fd, 0, prot=mmap.PROT_READ)  # never empty: it holds at least the magic and header
 

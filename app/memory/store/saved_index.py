@@ -7,8 +7,12 @@ commits made since it was saved (docs/performance.md, 'Start-up from the saved i
 Where: ``<db>/.memory-mcp-index/<table>/index.bin`` on the local disk, beside the table and never
 inside its ``.lance`` directory, which other programs write. Tables on object storage keep none.
 
-Never stale, never another table's: the file records the table's URI, its version and the SHA-256
-of that version's manifest file (which names the version's data files, all of them random UUIDs, and
+A stop writes only what changed since the file was written (``index.bin.delta``, ``index_delta``): the
+rows appended since and every row's live flag. The saving thread writes the whole file again, off the stop
+path, once the delta outgrows ``index_delta.MAX_SHARE`` of it or the cache compacted or reloaded itself.
+
+Never stale, never another table's: the file (or its delta) records the table's URI, its version and the
+SHA-256 of that version's manifest file (which names the version's data files, all of them random UUIDs, and
 its commit time). It is used only if that manifest is still there, byte for byte, the table is at
 that version or past it, and the vector column and row columns are what the file holds; the commits
 since are then read from the table. A table dropped and created again has other manifests, and a
@@ -29,7 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.memory.index import VectorCache, index_file
+from app.memory.index import VectorCache, index_delta, index_file
+from app.memory.index.index_delta import Delta, delta_path
 from app.memory.index.index_file import IndexFileError, Loaded
 from app.memory.store.version_probe import manifest_name
 
@@ -72,34 +77,58 @@ class SavedIndex:
     # --- restoring ------------------------------------------------------------------------------
 
     def restore(self, dataset: Any, current: int) -> Loaded | None:
-        """Install the saved index into the cache if it is this table's at a version up to ``current``;
-        returns it (its large sections still to be checked, ``index_file.verify_large``), else None."""
+        """Install the saved index (and its delta) into the cache if it is this table's at a version up to
+        ``current``; returns it (its large sections still to be checked, ``index_file.verify_large``), else None.
+        A delta that cannot be used is dropped, and the file alone restored (the commits since are caught up)."""
         started = time.perf_counter()
+        removed = index_file.remove_stale_temps(self.path.parent)
+        if removed:
+            logger.info("removed %d temporary file(s) of a save cut short: %s", len(removed),
+                        ", ".join(p.name for p in removed))
         try:
             loaded = index_file.read(self.path)
         except FileNotFoundError:
             return None
         except (IndexFileError, OSError, ValueError, KeyError, TypeError) as exc:
             return self._reject(f"unreadable: {exc}")
+        delta = self._delta(loaded, dataset, current)
         try:
-            why = self._mismatch(loaded, dataset, current)
+            why = "" if delta is not None else self._mismatch(loaded.version, loaded.header, loaded, dataset, current)
             if why:
                 loaded.close()
                 return self._reject(why)
-            self.cache.install(loaded)
+            self.cache.install(loaded, delta)
         except (OSError, ValueError, RuntimeError) as exc:
             loaded.close()
             return self._reject(f"not installable: {exc}")
-        self.saved_version = loaded.version
+        self.saved_version = loaded.version if delta is None else delta.version
         self.restores += 1
         self.last_restore_s = time.perf_counter() - started
-        logger.info("vector cache restored from %s: %d rows at version %d in %.2fs",
-                    self.path, loaded.n, loaded.version, self.last_restore_s)
+        logger.info("vector cache restored from %s%s: %d rows at version %d in %.2fs", self.path,
+                    "" if delta is None else f" and its delta ({delta.rows.num_rows} rows since)",
+                    len(self.cache), self.saved_version, self.last_restore_s)
         return loaded
 
-    def _mismatch(self, loaded: Loaded, dataset: Any, current: int) -> str:
-        """Why ``loaded`` is not this table's at a version it can catch up from ('' when it is)."""
-        version = loaded.version
+    def _delta(self, loaded: Loaded, dataset: Any, current: int) -> Delta | None:
+        """The delta written since ``loaded``, if it is whole, its base's and this table's; else None (removed)."""
+        path = delta_path(self.path)
+        try:
+            delta = index_delta.read(path, loaded)
+        except FileNotFoundError:
+            return None
+        except (IndexFileError, OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("not using the saved index's delta %s: %s", path, exc)
+            path.unlink(missing_ok=True)
+            return None
+        why = self._mismatch(delta.version, delta.header, loaded, dataset, current)
+        if why:
+            logger.warning("not using the saved index's delta %s: %s", path, why)
+            path.unlink(missing_ok=True)
+            return None
+        return delta
+
+    def _mismatch(self, version: int, header: dict[str, Any], loaded: Loaded, dataset: Any, current: int) -> str:
+        """Why a file at ``version`` with ``header`` is not this table's to catch up from ('' when it is)."""
         if version > current:
             return f"it is at version {version}, past the table's {current} (a table made anew)"
         try:
@@ -107,7 +136,7 @@ class SavedIndex:
         except (OSError, ValueError, RuntimeError):
             return f"the table's version {version} is gone"
         expected = identity(dataset.uri, version, pinned, self.cache.row_columns)
-        if expected is None or loaded.header.get("identity") != expected:
+        if expected is None or header.get("identity") != expected:
             return f"it is not this table's version {version} (the table was made anew or changed)"
         if not loaded.rows.schema.equals(_row_schema(pinned, self.cache.row_columns)):
             return "its row columns differ from the table's"
@@ -129,10 +158,15 @@ class SavedIndex:
 
     # --- saving ---------------------------------------------------------------------------------
 
-    def save(self, dataset: Any, still_same_table: Any) -> bool:
-        """Write the cache's contents, if current and new, to the file (blocking, seconds at a million
-        rows; searches and commits go on meanwhile). ``still_same_table()``: asked after the identity
-        is read, True unless the table was made anew meanwhile (the probe then invalidates the cache)."""
+    def save(self, dataset: Any, still_same_table: Any, *, whole: bool = False, delta_only: bool = False) -> bool:
+        """Save the cache's contents, if current and new (blocking; searches and commits go on meanwhile): a
+        delta since the file when the cache still extends it and the delta is small enough, unless ``whole``;
+        else the whole file (seconds at a million rows). ``still_same_table()``: asked after the identity is
+        read, True unless the table was made anew meanwhile (the probe then invalidates the cache)."""
+        if not whole and self._save_delta(dataset, still_same_table):
+            return True
+        if delta_only:
+            return False
         exported = self.cache.export()
         if exported is None:
             return False
@@ -140,25 +174,63 @@ class SavedIndex:
         if saved.version == self.saved_version or saved.n < self.min_rows:
             return False
         started = time.perf_counter()
-        try:
-            pinned = dataset.checkout_version(saved.version)
-        except (OSError, ValueError, RuntimeError):
-            return False  # pruned already: the next save writes a newer version
-        ident = identity(dataset.uri, saved.version, pinned, self.cache.row_columns)
-        # The manifest read must be this table's: a table made anew since the export is noticed here.
-        if ident is None or not still_same_table() or not self.cache.holds(generation):
+        ident = self._identity(dataset, saved.version, still_same_table, generation)
+        if ident is None:
             return False
         try:
             size = index_file.write(self.path, saved, ident)
+            delta_path(self.path).unlink(missing_ok=True)  # it extended the file just replaced
         except OSError:
             logger.exception("cannot save the vector index to %s", self.path)
             return False
+        self.cache.mark_saved_base(generation, saved.n)
         self.saved_version = saved.version
         self.saves += 1
         self.last_save_s = time.perf_counter() - started
         logger.info("vector index saved: %d rows at version %d, %.0f MB in %.1fs", saved.n, saved.version,
                     size / 2**20, self.last_save_s)
         return True
+
+    def _save_delta(self, dataset: Any, still_same_table: Any) -> bool:
+        """Write only what changed since the file, when the cache extends it; False when a whole save is due."""
+        exported = self.cache.export_delta()
+        if exported is None or not self.path.exists():
+            return False
+        delta, generation = exported
+        if delta.version == self.saved_version:
+            return True  # nothing new: nothing to write
+        if delta.n - delta.base_rows > index_delta.MAX_SHARE * max(delta.base_rows, 1):
+            return False
+        started = time.perf_counter()
+        ident = self._identity(dataset, delta.version, still_same_table, generation)
+        try:
+            base = index_delta.base_mark(index_file.read_header(self.path))
+        except (OSError, IndexFileError, KeyError):
+            return False
+        if ident is None or base["rows"] != delta.base_rows:
+            return False
+        try:
+            size = index_delta.write(delta_path(self.path), delta, ident, base)
+        except OSError:
+            logger.exception("cannot save the vector index's delta beside %s", self.path)
+            return False
+        self.saved_version = delta.version
+        self.saves += 1
+        self.last_save_s = time.perf_counter() - started
+        logger.info("vector index delta saved: %d rows appended since the file, version %d, %.1f MB in %.2fs",
+                    delta.n - delta.base_rows, delta.version, size / 2**20, self.last_save_s)
+        return True
+
+    def _identity(self, dataset: Any, version: int, still_same_table: Any, generation: int) -> dict[str, Any] | None:
+        try:
+            pinned = dataset.checkout_version(version)
+        except (OSError, ValueError, RuntimeError):
+            return None  # pruned already: the next save writes a newer version
+        ident = identity(dataset.uri, version, pinned, self.cache.row_columns)
+        # The manifest read must be this table's: a table made anew since the export is noticed here.
+        if ident is None or not still_same_table() or not self.cache.holds(generation):
+            return None
+        return ident
 
 
 class Saver:
@@ -174,14 +246,14 @@ class Saver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def save(self) -> bool:
-        """Save now if the cache changed since the last save (blocking)."""
+    def save(self, *, delta_only: bool = False) -> bool:
+        """Save now if the cache changed since the last save (blocking); ``delta_only``: no whole save."""
         dataset = self._dataset()
         if dataset is None:
             return False
         with self._lock:
             self._current()  # a table made anew is noticed (and the cache invalidated) before the export
-            done = self.saved.save(dataset, lambda: self._current() >= 0)
+            done = self.saved.save(dataset, lambda: self._current() >= 0, delta_only=delta_only)
             if done or self.saved.cache.version == self.saved.saved_version:
                 self.due, self._saved_at = False, time.monotonic()
             return done
@@ -205,13 +277,15 @@ class Saver:
             self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread and save a changed cache (at shutdown; blocking)."""
+        """Stop the thread and save what changed as a delta (at shutdown; blocking, a second or so): a whole
+        save, seconds at a million rows, is the saving thread's, not the stop's, once a file exists."""
         self._stop.set()
         thread = self._thread
         if thread is not None:
             thread.join()
         try:
-            self.save()
+            # With no file yet (a server stopped within seconds of its first load) the whole cache is saved.
+            self.save(delta_only=self.saved.path.exists())
         except Exception:  # noqa: BLE001 - shutdown goes on; the next start loads from the table
             logger.exception("could not save the vector index at shutdown")
 

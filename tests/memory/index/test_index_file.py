@@ -146,13 +146,13 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
-def test_a_temporary_file_left_by_a_killed_save_is_removed_once_stale(tmp_path: Path) -> None:
+def test_a_temporary_file_left_by_a_save_cut_short_is_removed_and_one_being_written_is_kept(tmp_path: Path) -> None:
     cache, _ = _cache(50)
     path = _saved(tmp_path, cache)
-    stale, fresh = path.parent / f".{path.name}.old.tmp", path.parent / f".{path.name}.busy.tmp"
-    stale.write_bytes(b"x")
-    fresh.write_bytes(b"y")  # another process's save in progress
-    old = stale.stat().st_mtime - index_file.STALE_TEMP_S - 10
-    os.utime(stale, (old, old))
-    _saved(tmp_path, cache)
-    assert not stale.exists() and fresh.exists()
+    cut_short, busy = path.parent / f".{path.name}.old.tmp", path.parent / f".{path.name}.busy.tmp"
+    cut_short.write_bytes(b"x")  # its writer was killed: nobody holds it
+    with busy.open("wb") as writing:  # another process's save in progress holds its file
+        index_file.hold_while_writing(writing)
+        assert index_file.remove_stale_temps(path.parent) == [cut_short]
+        assert not cut_short.exists() and busy.exists()
+    assert index_file.remove_stale_temps(path.parent) == [busy]  # its writer died: no one holds it now

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.memory.embeddings.hashing import HashEmbedder
-from app.memory.index import index_file
+from app.memory.index import index_delta, index_file
 from app.memory.store import filters, saved_index
 from app.memory.store.schema import build_schema
 from app.memory.store.table import Store
@@ -230,3 +230,80 @@ def test_a_search_during_the_restore_waits_for_it_instead_of_scanning_lancedb(
     search.join(30)
     assert not scans and len(found[0]) == 5
     assert store.sync is not None and store.sync.saved is not None and store.sync.saved.restores == 1
+
+
+def _delta(db_path: Path) -> Path:
+    return index_delta.delta_path(_index(db_path))
+
+
+def test_a_stop_after_writes_saves_only_a_delta_and_a_restart_restores_both(make_settings: SettingsFactory) -> None:
+    first, db_path = _saved_store(make_settings)
+    whole = _index(db_path).stat()
+    store = _reopen(make_settings)
+    old = _some_ids(store, "global", 2)
+    store.add(_rows(12, "agent:z", 9))
+    store.update(old[0], {"text": "changed after the save"})
+    store.delete(old[1])
+    assert store.sync is not None and store.sync.saved is not None
+    store.sync.close()
+    assert _index(db_path).stat().st_mtime_ns == whole.st_mtime_ns  # the whole file was not written again
+    assert _delta(db_path).is_file() and _delta(db_path).stat().st_size < whole.st_size / 4
+    restarted = _reopen(make_settings)
+    assert restarted.sync is not None and restarted.sync.saved is not None and restarted.cache is not None
+    assert restarted.sync.saved.restores == 1 and restarted.cache.reloads == 0
+    assert restarted.sync.rows_read == 0  # at the table's version already: nothing read from it
+    _assert_mirrors_the_table(restarted, db_path)
+
+
+def test_a_stop_with_nothing_new_writes_nothing(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    whole = _index(db_path).stat().st_mtime_ns
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None
+    store.sync.close()
+    assert store.sync.saved.saves == 0 and not _delta(db_path).exists()
+    assert _index(db_path).stat().st_mtime_ns == whole
+
+
+def test_a_delta_past_its_share_is_left_to_a_whole_save_which_replaces_both(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    store = _reopen(make_settings)
+    store.add(_rows(int(240 * index_delta.MAX_SHARE) + 5, "agent:w", 11))  # more than a delta takes
+    assert store.sync is not None and store.sync.saver is not None and store.sync.saved is not None
+    assert store.sync.saver.save(delta_only=True) is False and not _delta(store.db_path).exists()  # type: ignore[arg-type]
+    assert store.sync.saver.save() is True  # the saving thread's whole save
+    assert not _delta(db_path).exists()
+    store.add(_rows(3, "agent:w", 12))
+    store.sync.close()  # a delta of the new whole file
+    assert _delta(db_path).is_file()
+    _assert_mirrors_the_table(_reopen(make_settings), db_path)
+
+
+def test_a_corrupt_delta_is_dropped_and_the_file_caught_up_from_the_table(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    store = _reopen(make_settings)
+    store.add(_rows(5, "agent:v", 13))
+    assert store.sync is not None
+    store.sync.close()
+    with open(_delta(db_path), "rb") as file:
+        where = index_file.header_of(file.fileno())["sections"]["exact"]
+    raw = bytearray(_delta(db_path).read_bytes())
+    raw[where["offset"] + where["length"] // 2] ^= 0xFF  # one vector byte: only its checksum can tell
+    _delta(db_path).write_bytes(bytes(raw))
+    restarted = _reopen(make_settings)
+    assert restarted.sync is not None and restarted.sync.saved is not None and restarted.cache is not None
+    assert restarted.sync.saved.restores == 1 and restarted.cache.reloads == 0 and not _delta(db_path).exists()
+    assert 0 < restarted.sync.rows_read <= 5  # the rows the delta held, read from the table instead
+    _assert_mirrors_the_table(restarted, db_path)
+
+
+def test_a_cache_that_compacted_itself_saves_no_delta_at_the_stop(make_settings: SettingsFactory) -> None:
+    _, db_path = _saved_store(make_settings)
+    store = _reopen(make_settings)
+    for memory_id in _some_ids(store, "global", 100):  # past the dead share: the cache compacts itself
+        store.delete(memory_id)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.cache.export_delta() is None  # its positions no longer extend the file
+    store.sync.close()
+    assert not _delta(db_path).exists()
+    _assert_mirrors_the_table(_reopen(make_settings), db_path)  # the old file, caught up
