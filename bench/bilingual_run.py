@@ -13,8 +13,8 @@ import numpy as np
 from app.memory.embeddings.registry import create_embedder
 from app.memory.service import MemoryService
 from app.settings import Settings
-from bench.bilingual_data import BilingualSet
 from bench.common import latency_summary_ms
+from bench.data.bilingual import BilingualSet
 from bench.vcache import CachingEmbedder
 
 SCOPE = "custom:bilingual"

@@ -62,7 +62,7 @@ async def _floor_hits(provider: str) -> tuple[Views, Views]:
     from app.memory.embeddings.registry import create_embedder
     from app.memory.service import MemoryService
     from app.settings import Settings
-    from bench.bilingual_data import load
+    from bench.data.bilingual import load
     from bench.vcache import CachingEmbedder
 
     data = load()

@@ -24,8 +24,8 @@ from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench import locomo_lab as lab
 from bench.common import machine_info, print_table, write_json
+from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path, load
 from bench.exact import overlap_at_k, top_k
-from bench.locomo_data import CATEGORY_NAMES, Conversation, dataset_path, load
 from bench.locomo_run import ModelRun, run_model
 from bench.metrics import Judged, summarise
 

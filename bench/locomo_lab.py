@@ -14,8 +14,8 @@ import numpy as np
 
 from app.memory.ranking import POOL, Candidate, RankingOptions, lexical_bonus, rerank
 from bench.bm25 import BM25
+from bench.data.locomo import Conversation
 from bench.exact import top_k
-from bench.locomo_data import Conversation
 from bench.metrics import Judged, summarise
 
 K = 10

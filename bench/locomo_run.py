@@ -15,7 +15,7 @@ from app.memory.ranking import keyword_query
 from app.memory.service import MemoryService
 from app.settings import Settings
 from bench.common import latency_summary_ms
-from bench.locomo_data import Conversation
+from bench.data.locomo import Conversation
 from bench.vcache import CachingEmbedder
 
 

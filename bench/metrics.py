@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bench.data.locomo import CATEGORY_NAMES
 from bench.exact import fraction_at_k, hit_at_k
-from bench.locomo_data import CATEGORY_NAMES
 
 KS = (1, 5, 10)
 

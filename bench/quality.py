@@ -22,13 +22,14 @@ import numpy as np
 
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
-from bench import bilingual_data, quality_lab
-from bench.bilingual_data import GROUPS, TYPES, BilingualSet, half
+from bench import quality_lab
 from bench.bilingual_run import BilingualRun, run_bilingual
 from bench.common import machine_info, print_table
+from bench.data.bilingual import GROUPS, TYPES, BilingualSet, half
+from bench.data.bilingual import load as load_bilingual
+from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
+from bench.data.locomo import load as load_locomo
 from bench.locomo import run_on_dataset
-from bench.locomo_data import CATEGORY_NAMES, Conversation, dataset_path
-from bench.locomo_data import load as load_locomo
 from bench.locomo_run import ModelRun, run_model
 from bench.metrics import Judged, summarise, typed_summary
 from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
@@ -107,7 +108,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     conversations = load_locomo(limit=args.conversations, max_turns=args.max_turns)
-    data = bilingual_data.load()
+    data = load_bilingual()
     locomo, bilingual, seconds = await _service_runs(models, conversations, data, args)
     payload: dict[str, Any] = {
         "machine": machine_info(), "dataset": str(dataset_path()), "models": models,

@@ -13,10 +13,10 @@ import numpy as np
 
 from app.memory.ranking import COVERAGE_FLOOR, DEFAULT_LEXICAL_WEIGHTS, RankingOptions, terms, tokenize
 from bench import ranking_variants as rv
-from bench.bilingual_data import GROUPS
 from bench.bm25 import BM25
+from bench.data.bilingual import GROUPS
+from bench.data.locomo import CATEGORY_NAMES
 from bench.exact import top_k
-from bench.locomo_data import CATEGORY_NAMES
 from bench.metrics import Judged, summarise, typed_summary
 from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, halve, pooled, reranked, vector_only
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from app.memory import keyword
 from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_of_counts, keyword_query, rerank, terms
-from bench.bilingual_data import BilingualSet, half
+from bench.data.bilingual import BilingualSet, half
+from bench.data.locomo import CATEGORY_NAMES, Conversation
 from bench.exact import top_k
-from bench.locomo_data import CATEGORY_NAMES, Conversation
 from bench.memory_reader import ArrayReader
 
 K = 10

@@ -39,8 +39,9 @@ import numpy as np
 from app.memory.embeddings import create_embedder
 from app.memory.store.saved_index import INDEX_DIR
 from app.settings import Settings
-from bench import common, textgen
-from bench.speed_data import SCOPES, Corpus, bulk_load, random_unit_vectors
+from bench import common
+from bench.data import textgen
+from bench.data.corpus import SCOPES, Corpus, bulk_load, random_unit_vectors
 from bench.speed_server import serve
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)

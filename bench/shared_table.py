@@ -38,10 +38,10 @@ import numpy as np
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
 from bench import speed_server as srv
-from bench import textgen
 from bench.common import machine_info, percentile, print_table, write_json
+from bench.data import textgen
+from bench.data.corpus import bulk_load, corpus, embed_cached
 from bench.raw_http import RawConnection
-from bench.speed_data import bulk_load, corpus, embed_cached
 from bench.vcache import CachingEmbedder, VectorCache
 
 TARGETS = {"recall_p99_vs_quiet": 3.0, "recall_p99_ms": 150.0, "remember_p99_ms": 500.0,

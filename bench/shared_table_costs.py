@@ -31,7 +31,7 @@ from app.memory.store import commits
 from app.memory.store.table import Store
 from app.settings import Settings
 from bench.common import machine_info, print_table, write_json
-from bench.speed_data import random_unit_vectors
+from bench.data.corpus import random_unit_vectors
 
 DIMENSION = 512
 CHUNK = 20_000

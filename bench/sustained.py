@@ -22,9 +22,9 @@ from typing import Any
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
 from bench import speed_server as srv
-from bench import textgen
 from bench.common import latency_summary_ms, machine_info, print_table, write_json
-from bench.speed_data import bulk_load, corpus, disk_bytes
+from bench.data import textgen
+from bench.data.corpus import bulk_load, corpus, disk_bytes
 from bench.vcache import CachingEmbedder, VectorCache
 
 WRITES_PER_SECOND_CEILING = 1_000  # texts prepared per second of load: more than the server takes

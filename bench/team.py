@@ -48,8 +48,8 @@ from app.memory.store.commits import is_retryable
 from app.memory.store.schema import build_schema
 from app.settings import Settings
 from bench import speed_server as srv
-from bench import textgen
 from bench.common import machine_info, percentile, print_table, write_json
+from bench.data import textgen
 from bench.raw_http import RawConnection
 
 TARGETS = {"remember_p99_s": 0.5, "visible_p99_s": 1.0, "refused": 0, "commits_per_s": 1.2,

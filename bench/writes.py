@@ -44,10 +44,10 @@ from app.memory.embeddings.registry import create_embedder
 from app.memory.store.locks import LOCK_DIR_NAME
 from app.settings import Settings
 from bench import speed_server as srv
-from bench import textgen
 from bench.common import machine_info, print_table, write_json
+from bench.data import textgen
+from bench.data.corpus import bulk_load, corpus
 from bench.shared_table import _ratio, _recaller, _rememberer, _summary
-from bench.speed_data import bulk_load, corpus
 from bench.vcache import CachingEmbedder, VectorCache
 
 TARGETS = {"plugin_lock_remember_p99_ms": 1000.0, "committer_remember_p99_vs_quiet": 1.5,
@@ -162,7 +162,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         pool.write_text(json.dumps(pool_texts))
         import numpy as np
 
-        from bench.speed_data import embed_cached
+        from bench.data.corpus import embed_cached
         np.save(str(pool) + ".npy", await embed_cached(embedder, pool_texts))
         texts = textgen.sentences(int(args.seconds * 3000), seed=43)
         with srv.serve(db, Path(tmp) / "server.log", provider=args.provider) as server:

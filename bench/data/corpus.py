@@ -21,7 +21,7 @@ from app.memory.embeddings.base import Embedder
 from app.memory.store import commits
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench import textgen
+from bench.data import textgen
 from bench.vcache import CachingEmbedder
 
 SCOPES = ("global", "agent:claude-code", "agent:antigravity", "project:bench")
