@@ -25,7 +25,7 @@ from typing import Any
 
 from app.kanban.service import KanbanService
 from app.settings import Settings
-from bench.common import machine_info, percentile, print_table, write_json
+from bench.support.common import machine_info, percentile, print_table, write_json
 
 
 def _settings(kanban_db: str | Path, tmp: Path) -> Settings:

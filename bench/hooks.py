@@ -37,8 +37,8 @@ from typing import Any
 import httpx
 
 from app.cli.hook_floor import DEFAULT_MIN_SCORE, shown
-from bench.common import latency_summary_ms, machine_info, print_table, write_json
 from bench.startup import _env, _free_port, _spawn, _stop, _timed_start
+from bench.support.common import latency_summary_ms, machine_info, print_table, write_json
 
 NOTE = "the staging database is reset every Monday at 06:00 UTC"
 PROMPT = "when is the staging database reset?"
@@ -63,7 +63,7 @@ async def _floor_hits(provider: str) -> tuple[Views, Views]:
     from app.memory.service import MemoryService
     from app.settings import Settings
     from bench.data.bilingual import load
-    from bench.vcache import CachingEmbedder
+    from bench.support.common import CachingEmbedder
 
     data = load()
     offtopic = [json.loads(line)["text"] for line in OFFTOPIC.read_text(encoding="utf-8").splitlines() if line]

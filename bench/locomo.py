@@ -23,11 +23,9 @@ import numpy as np
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench import locomo_lab as lab
-from bench.common import machine_info, print_table, write_json
 from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path, load
-from bench.exact import overlap_at_k, top_k
-from bench.locomo_run import ModelRun, run_model
-from bench.metrics import Judged, summarise
+from bench.support.common import machine_info, print_table, top_k, write_json
+from bench.support.retrieval import Judged, ModelRun, overlap_at_k, run_model, summarise
 
 METRIC_COLUMNS = ("hit@1", "hit@5", "hit@10", "frac@1", "frac@5", "frac@10")
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.exact import top_k
+from bench.support.common import top_k
 
 
 class ArrayReader:

@@ -23,16 +23,14 @@ import numpy as np
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench import quality_lab
-from bench.bilingual_run import BilingualRun, run_bilingual
-from bench.common import machine_info, print_table
 from bench.data.bilingual import GROUPS, TYPES, BilingualSet, half
 from bench.data.bilingual import load as load_bilingual
 from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
 from bench.data.locomo import load as load_locomo
 from bench.locomo import run_on_dataset
-from bench.locomo_run import ModelRun, run_model
-from bench.metrics import Judged, summarise, typed_summary
 from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
+from bench.support.common import machine_info, print_table
+from bench.support.retrieval import BilingualRun, Judged, ModelRun, run_bilingual, run_model, summarise, typed_summary
 
 BILINGUAL_COLUMNS = ("all", *TYPES, *GROUPS)
 LOCOMO_COLUMNS = ("all", *CATEGORY_NAMES.values())

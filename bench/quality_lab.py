@@ -16,9 +16,9 @@ from bench import ranking_variants as rv
 from bench.bm25 import BM25
 from bench.data.bilingual import GROUPS
 from bench.data.locomo import CATEGORY_NAMES
-from bench.exact import top_k
-from bench.metrics import Judged, summarise, typed_summary
 from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, halve, pooled, reranked, vector_only
+from bench.support.common import top_k
+from bench.support.retrieval import Judged, summarise, typed_summary
 
 SWEEP = (0.1, 0.3, 0.5, 0.7, 1.0)
 RECENCY = (0.01, 0.03, 0.1)

@@ -20,13 +20,12 @@ import numpy as np
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
 from bench import ranking_variants as rv
-from bench.common import print_table
 from bench.data.bilingual import GROUPS, TYPES
 from bench.data.bilingual import load as load_bilingual
 from bench.data.locomo import load as load_locomo
 from bench.quality_lab import bilingual_summary, locomo_summary
 from bench.ranking_lab import LabScope, Method, bilingual_scope, halve, locomo_scopes, pooled, vector_only
-from bench.vcache import VectorCache
+from bench.support.common import VectorCache, print_table
 
 LOCOMO_TYPES = ("all", "multi-hop", "temporal", "open-domain", "single-hop")
 BILINGUAL_TYPES = ("all", *TYPES, *GROUPS)

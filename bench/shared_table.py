@@ -37,12 +37,19 @@ import numpy as np
 
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
-from bench import speed_server as srv
-from bench.common import machine_info, percentile, print_table, write_json
 from bench.data import textgen
-from bench.data.corpus import bulk_load, corpus, embed_cached
-from bench.raw_http import RawConnection
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.data.corpus import bulk_load, corpus
+from bench.support import server as srv
+from bench.support.common import (
+    CachingEmbedder,
+    VectorCache,
+    embed_cached,
+    machine_info,
+    percentile,
+    print_table,
+    write_json,
+)
+from bench.support.server import RawConnection
 
 TARGETS = {"recall_p99_vs_quiet": 3.0, "recall_p99_ms": 150.0, "remember_p99_ms": 500.0,
            "recallable_p99_s": 1.0, "errors": 0}

@@ -30,8 +30,8 @@ from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.store import commits
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench.common import machine_info, print_table, write_json
 from bench.data.corpus import random_unit_vectors
+from bench.support.common import machine_info, print_table, write_json
 
 DIMENSION = 512
 CHUNK = 20_000

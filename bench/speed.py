@@ -27,12 +27,19 @@ import numpy as np
 from app.memory.embeddings.registry import create_embedder
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench import speed_server as srv
 from bench import speed_store as st
-from bench.common import machine_info, print_table, write_json
 from bench.data import textgen
-from bench.data.corpus import Corpus, bulk_load, corpus, disk_bytes, embed_cached
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.data.corpus import Corpus, bulk_load, corpus
+from bench.support import server as srv
+from bench.support.common import (
+    CachingEmbedder,
+    VectorCache,
+    disk_bytes,
+    embed_cached,
+    machine_info,
+    print_table,
+    write_json,
+)
 
 TARGETS = {"search_vs_numpy": 2.0, "rest_vs_embed_plus_exact": 3.0, "remember_per_s": 500.0, "rss_mb": 600.0}
 SCOPED = "agent:claude-code"

@@ -14,8 +14,7 @@ from app.memory.embeddings.base import Embedder
 from app.memory.ranking import keyword_query
 from app.memory.store import filters
 from app.memory.store.table import Store
-from bench.common import latency_summary_ms
-from bench.exact import top_k
+from bench.support.common import latency_summary_ms, top_k
 
 K = 10
 WARMUP = 3

@@ -21,11 +21,18 @@ from typing import Any
 
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
-from bench import speed_server as srv
-from bench.common import latency_summary_ms, machine_info, print_table, write_json
 from bench.data import textgen
-from bench.data.corpus import bulk_load, corpus, disk_bytes
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.data.corpus import bulk_load, corpus
+from bench.support import server as srv
+from bench.support.common import (
+    CachingEmbedder,
+    VectorCache,
+    disk_bytes,
+    latency_summary_ms,
+    machine_info,
+    print_table,
+    write_json,
+)
 
 WRITES_PER_SECOND_CEILING = 1_000  # texts prepared per second of load: more than the server takes
 

@@ -47,10 +47,10 @@ from app.memory.rows import new_row
 from app.memory.store.commits import is_retryable
 from app.memory.store.schema import build_schema
 from app.settings import Settings
-from bench import speed_server as srv
-from bench.common import machine_info, percentile, print_table, write_json
 from bench.data import textgen
-from bench.raw_http import RawConnection
+from bench.support import server as srv
+from bench.support.common import machine_info, percentile, print_table, write_json
+from bench.support.server import RawConnection
 
 TARGETS = {"remember_p99_s": 0.5, "visible_p99_s": 1.0, "refused": 0, "commits_per_s": 1.2,
            "fragments_after_compaction": 20, "versions_kept": 100}
@@ -63,7 +63,7 @@ REGION = "us-east-1"
 @contextmanager
 def moto(log_path: Path) -> Iterator[str]:
     """``moto_server`` on a free loopback port; yields its endpoint."""
-    port = srv._free_port()
+    port = srv.free_port()
     server = Path(sys.executable).with_name("moto_server")
     with log_path.open("wb") as log:
         process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log,

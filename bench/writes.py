@@ -43,12 +43,11 @@ import httpx
 from app.memory.embeddings.registry import create_embedder
 from app.memory.store.locks import LOCK_DIR_NAME
 from app.settings import Settings
-from bench import speed_server as srv
-from bench.common import machine_info, print_table, write_json
 from bench.data import textgen
 from bench.data.corpus import bulk_load, corpus
 from bench.shared_table import _ratio, _recaller, _rememberer, _summary
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.support import server as srv
+from bench.support.common import CachingEmbedder, VectorCache, machine_info, print_table, write_json
 
 TARGETS = {"plugin_lock_remember_p99_ms": 1000.0, "committer_remember_p99_vs_quiet": 1.5,
            "appender_recall_p99_vs_quiet": 1.5, "refused": 0}
@@ -162,7 +161,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         pool.write_text(json.dumps(pool_texts))
         import numpy as np
 
-        from bench.data.corpus import embed_cached
+        from bench.support.common import embed_cached
         np.save(str(pool) + ".npy", await embed_cached(embedder, pool_texts))
         texts = textgen.sentences(int(args.seconds * 3000), seed=43)
         with srv.serve(db, Path(tmp) / "server.log", provider=args.provider) as server:

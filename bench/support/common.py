@@ -1,22 +1,125 @@
-"""Vectors cached on disk (``bench/cache/``, gitignored) so a model embeds each text once across runs.
-
-``CachingEmbedder`` wraps a real embedder and is handed to ``MemoryService.open(..., embedder=...)``:
-the service still stores exactly the model's vectors, and the benchmark gets them back for the exact
-(numpy) reference without embedding anything twice.
-"""
+"""Helpers shared by the benchmarks: percentiles, tables, JSON results, machine facts, exact top-k, and the
+vector cache (``bench/cache/``) that lets a model embed each text once across runs."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import platform
 import re
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from app.memory.embeddings.base import Embedder
-from bench.common import CACHE_DIR
+
+BENCH_DIR = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(os.environ.get("MEMORY_MCP_BENCH_RESULTS", BENCH_DIR / "results"))
+CACHE_DIR = Path(os.environ.get("MEMORY_MCP_BENCH_CACHE", BENCH_DIR / "cache"))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return float(ordered[0])
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
+
+
+def latency_summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95/mean in milliseconds of a list of durations in seconds."""
+    ms = [s * 1000.0 for s in seconds]
+    return {
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p95_ms": round(percentile(ms, 95), 3),
+        "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
+        "n": len(ms),
+    }
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def format_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain fixed-width table, readable in a terminal and in a pasted report."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "  ".join("-" * w for w in widths)
+    out = [f"\n{title}", "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)), line]
+    for row in cells:
+        out.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True))))
+    return "\n".join(out)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    print(format_table(title, columns, rows), flush=True)
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on, so results from two runs can be compared fairly."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return info
+
+
+def write_json(name: str, payload: dict[str, Any], results_dir: Path | None = None) -> Path:
+    """Write ``<results>/<name>.json`` (the directory is gitignored) and return its path."""
+    directory = results_dir or RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n", encoding="utf-8")
+    return path
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores, best first (ties broken by lower index, deterministically)."""
+    k = min(k, scores.shape[-1])
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    n = scores.shape[-1]
+    candidates = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order]
+
+
+# --- vectors cached on disk ------------------------------------------------------------------------
+# ``CachingEmbedder`` wraps a real embedder and is handed to ``MemoryService.open(..., embedder=...)``: the
+# service still stores exactly the model's vectors, and the benchmark gets them back for the exact (numpy)
+# reference without embedding anything twice.
+
+_EMBED_CHUNK = 2_048
 
 
 def _key(kind: str, text: str) -> str:
@@ -133,3 +236,17 @@ class CachingEmbedder(Embedder):
         vector = (await self._embed("q", [text]))[0]
         self.queries[text] = vector
         return vector
+
+
+async def embed_cached(embedder: CachingEmbedder, texts: list[str], kind: str = "d") -> np.ndarray:
+    """Vectors for ``texts``; only texts missing from bench/cache reach the model. Saves the cache."""
+    parts = []
+    for start in range(0, len(texts), _EMBED_CHUNK):
+        chunk = texts[start : start + _EMBED_CHUNK]
+        if kind == "q":
+            parts.append(np.stack([await embedder.embed_query(t) for t in chunk]))
+        else:
+            parts.append(await embedder.embed_documents(chunk))
+    embedder.cache.save()
+    embedder.documents.clear()  # the benchmark keeps its own matrix; no second copy
+    return np.concatenate(parts) if parts else np.empty((0, embedder.dimension), dtype=np.float32)
