@@ -8,7 +8,7 @@ Both sets are remembered and recalled through ``MemoryService`` (the default ran
 weight 0 for pure vector order). LoCoMo: ``hit@k``, the share of questions with an evidence turn in
 the top k. Bilingual set: ``MRR`` and ``R@k`` (share of a query's relevant memories in the top k)
 per query type. The lab then replays the service's pools on the stored vectors for every other
-option (``bench/quality_lab.py``). Results go to ``bench/results/quality.json``.
+option (``bench/ranking_options.py``). Results go to ``bench/results/quality.json``.
 """
 
 from __future__ import annotations
@@ -22,15 +22,23 @@ import numpy as np
 
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
-from bench import quality_lab
 from bench.data.bilingual import GROUPS, TYPES, BilingualSet, half
 from bench.data.bilingual import load as load_bilingual
 from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
 from bench.data.locomo import load as load_locomo
-from bench.locomo import run_on_dataset
-from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
+from bench.lab import ranking_options
+from bench.lab.replay import Vectors, bilingual_scope, locomo_scopes, reranked
 from bench.support.common import machine_info, print_table
-from bench.support.retrieval import BilingualRun, Judged, ModelRun, run_bilingual, run_model, summarise, typed_summary
+from bench.support.retrieval import (
+    BilingualRun,
+    Judged,
+    ModelRun,
+    run_bilingual,
+    run_model,
+    run_on_dataset,
+    summarise,
+    typed_summary,
+)
 
 BILINGUAL_COLUMNS = ("all", *TYPES, *GROUPS)
 LOCOMO_COLUMNS = ("all", *CATEGORY_NAMES.values())
@@ -127,12 +135,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         scope = bilingual_scope(data, models, vectors)
         default = reranked(models[0], RankingOptions(_weight(args, models[0])))
         payload["lab_agrees_with_service"] = {
-            "locomo": quality_lab.agreement(
+            "locomo": ranking_options.agreement(
                 [r for crun in locomo[models[0]].conversations for r in crun.service_ranked], default, scopes),
-            "bilingual": quality_lab.agreement(bilingual[models[0]].service_ranked, default, [scope]),
+            "bilingual": ranking_options.agreement(bilingual[models[0]].service_ranked, default, [scope]),
         }
-        payload["lab"] = quality_lab.run(models, scopes, scope, args.lexical_weight)
-        payload["sweep"] = quality_lab.sweep(models[0], scopes, scope)
+        payload["lab"] = ranking_options.run(models, scopes, scope, args.lexical_weight)
+        payload["sweep"] = ranking_options.sweep(models[0], scopes, scope)
         payload["lab_s"] = round(time.perf_counter() - lab_start, 1)
     payload["wall_s"] = round(time.perf_counter() - started, 1)
     return payload

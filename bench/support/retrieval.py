@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +21,8 @@ from app.memory.ranking import keyword_query
 from app.memory.service import MemoryService
 from app.settings import Settings
 from bench.data.bilingual import BilingualSet
-from bench.data.locomo import CATEGORY_NAMES, Conversation
-from bench.support.common import CachingEmbedder, latency_summary_ms
+from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
+from bench.support.common import CachingEmbedder, latency_summary_ms, write_json
 
 KS = (1, 5, 10)
 
@@ -99,6 +102,24 @@ def typed_summary(judged: Iterable[tuple[str, Sequence[str], frozenset[str]]],
             row[f"r@{k}"] = round(sum(fraction_at_k(r, rel, k) for r, rel in pairs) / n, 4)
         out[kind] = row
     return out
+
+
+MISSING_DATASET = """LoCoMo not found at {path}.
+The quality benchmark reads the public LoCoMo release (locomo10.json); it is not shipped with this repository.
+Put the file there, or point MEMORY_MCP_LOCOMO at it:  MEMORY_MCP_LOCOMO=/path/to/locomo10.json make bench"""
+
+
+def run_on_dataset(args: argparse.Namespace, run: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+                   show: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Exit 2 with where to put LoCoMo when it is missing; else run, print and write the JSON."""
+    if not dataset_path().is_file():
+        print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
+        raise SystemExit(2)
+    payload = asyncio.run(run(args))
+    show(payload)
+    path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
+    print(f"\nwrote {path}")
+    return payload
 
 
 # --- LoCoMo through the service: one scope per conversation, every turn remembered -----------------------

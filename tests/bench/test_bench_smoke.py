@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import hooks, locomo, speed
+from bench import hooks, speed
+from bench.lab import locomo
 from bench.support import common
 from tests.bench.locomo_fixture import write_locomo
 

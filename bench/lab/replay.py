@@ -20,7 +20,7 @@ from app.memory import keyword
 from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_of_counts, keyword_query, rerank, terms
 from bench.data.bilingual import BilingualSet, half
 from bench.data.locomo import CATEGORY_NAMES, Conversation
-from bench.memory_reader import ArrayReader
+from bench.lab.memory_reader import ArrayReader
 from bench.support.common import top_k
 
 K = 10

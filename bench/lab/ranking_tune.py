@@ -1,7 +1,7 @@
 """Ranking options replayed on cached vectors alone (no model, no service): LoCoMo and the bilingual set,
 each reported on its tuning half and its held-out half, per query type.
 
-    python -m bench.ranking_tune                 # needs bench/cache filled by a run of bench.quality
+    python -m bench.lab.ranking_tune                 # needs bench/cache filled by a run of bench.quality
 
 LoCoMo halves are the even and odd conversations; bilingual halves the even and odd query numbers
 (``bench.data.bilingual.half``). Options are chosen on the even halves; the odd halves show whether the
@@ -19,12 +19,12 @@ import numpy as np
 
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
-from bench import ranking_variants as rv
 from bench.data.bilingual import GROUPS, TYPES
 from bench.data.bilingual import load as load_bilingual
 from bench.data.locomo import load as load_locomo
-from bench.quality_lab import bilingual_summary, locomo_summary
-from bench.ranking_lab import LabScope, Method, bilingual_scope, halve, locomo_scopes, pooled, vector_only
+from bench.lab import ranking_variants as rv
+from bench.lab.ranking_options import bilingual_summary, locomo_summary
+from bench.lab.replay import LabScope, Method, bilingual_scope, halve, locomo_scopes, pooled, vector_only
 from bench.support.common import VectorCache, print_table
 
 LOCOMO_TYPES = ("all", "multi-hop", "temporal", "open-domain", "single-hop")

@@ -1,8 +1,8 @@
 """The kanban board on SQLite and on PostgreSQL: what each call costs, and creates from several instances.
 
-    python -m bench.board                                  # starts a temporary PostgreSQL (initdb, pg_ctl)
-    python -m bench.board --url postgresql://u@host/db     # an existing, empty database
-    python -m bench.board --tasks 500 --instances 3
+    python -m bench.lab.board                                  # starts a temporary PostgreSQL (initdb, pg_ctl)
+    python -m bench.lab.board --url postgresql://u@host/db     # an existing, empty database
+    python -m bench.lab.board --tasks 500 --instances 3
 
 Per backend, through ``KanbanService`` in-process (so the time is the store's, not HTTP's): ``--tasks``
 creates one after another, a claim (``move_card`` with ``expected_status``) of each, a note on each,

@@ -1,7 +1,7 @@
 """Remember under sustained load: does throughput hold for minutes, not just for a 15-second phase?
 
-    python -m bench.sustained                   # 100k memories, 32 clients, 5 minutes in 30 s windows
-    python -m bench.sustained --size 10000 --seconds 120 --window 15
+    python -m bench.lab.sustained                   # 100k memories, 32 clients, 5 minutes in 30 s windows
+    python -m bench.lab.sustained --size 10000 --seconds 120 --window 15
 
 The table is the speed benchmark's (same synthetic memories and cached vectors, bulk-loaded), served
 by a real server process (``python -m app.cli serve``) and written by ``--clients`` keep-alive
