@@ -3,6 +3,8 @@ vector cache (``bench/cache/``) that lets a model embed each text once across ru
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import hashlib
 import json
 import os
@@ -10,13 +12,15 @@ import platform
 import re
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.memory.embeddings.base import Embedder
+from app.memory.embeddings.registry import create_embedder
+from app.settings import Settings
 
 BENCH_DIR = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(os.environ.get("MEMORY_MCP_BENCH_RESULTS", BENCH_DIR / "results"))
@@ -45,6 +49,17 @@ def latency_summary_ms(seconds: Sequence[float]) -> dict[str, float]:
         "mean_ms": round(statistics.fmean(ms), 3) if ms else float("nan"),
         "n": len(ms),
     }
+
+
+def spread(seconds: Sequence[float], *, unit: str = "ms", quantiles: Sequence[int] = (50, 99)) -> dict[str, Any]:
+    """``p<q>_<unit>`` for each quantile, ``max_<unit>`` and ``n`` of durations in seconds (``unit`` ms or s)."""
+    scaled = [v * (1000.0 if unit == "ms" else 1.0) for v in seconds]
+    out: dict[str, Any] = {f"p{q}_{unit}": round(percentile(scaled, q), 3) for q in quantiles}
+    return {**out, f"max_{unit}": round(max(scaled), 3) if scaled else float("nan"), "n": len(scaled)}
+
+
+def ratio(a: float, b: float) -> float:
+    return round(a / b, 2) if b else float("nan")
 
 
 def _cell(value: Any) -> str:
@@ -250,3 +265,30 @@ async def embed_cached(embedder: CachingEmbedder, texts: list[str], kind: str = 
     embedder.cache.save()
     embedder.documents.clear()  # the benchmark keeps its own matrix; no second copy
     return np.concatenate(parts) if parts else np.empty((0, embedder.dimension), dtype=np.float32)
+
+
+# --- the command line the scripts share --------------------------------------------------------------
+
+def output_options(parser: argparse.ArgumentParser, name: str, *, cache: bool = True) -> None:
+    """``--cache-dir`` (with ``cache``), ``--results-dir`` and ``--output`` (default ``name``)."""
+    if cache:
+        parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
+    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
+    parser.add_argument("--output", default=name, help="result file name under bench/results/ (no .json)")
+
+
+def measure_and_write(args: argparse.Namespace, measure: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+                      report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Run ``measure(args)``, print its tables with ``report``, and write ``<results>/<args.output>.json``."""
+    payload = asyncio.run(measure(args))
+    report(payload)
+    print(f"\nwrote {write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)}")
+    return payload
+
+
+async def caching_embedder(provider: str, cache_dir: str | None = None) -> CachingEmbedder:
+    """``provider``'s embedder behind the vector cache (in ``cache_dir``, default bench/cache), loaded."""
+    inner = create_embedder(Settings(embedding_provider=provider))
+    embedder = CachingEmbedder(inner, VectorCache(inner.identity, Path(cache_dir) if cache_dir else None))
+    await embedder.load()
+    return embedder

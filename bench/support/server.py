@@ -291,3 +291,44 @@ async def remember_throughput(url: str, texts: Sequence[str], clients: int, dead
         "wall_s": round(wall, 3), "per_s": round(len(calls) / wall, 1) if wall else 0.0,
         "latency": latency_summary_ms([c.latency_s for c in calls]),
     }
+
+
+Timed = list[tuple[float, float]]  # (wall clock when answered, latency in seconds)
+
+
+async def recaller(url: str, queries: list[str], stop_at: float, latencies: Timed, errors: list[Any]) -> None:
+    """REST recalls one after another on one connection until ``stop_at`` (``time.monotonic``)."""
+    connection = await RawConnection.open(url)
+    try:
+        i = 0
+        while time.monotonic() < stop_at:
+            path = f"/api/lancedb/vector-search?{urlencode({'q': queries[i % len(queries)], 'limit': K})}"
+            started = time.perf_counter()
+            status, body = await connection.request("GET", path)
+            latencies.append((time.time(), time.perf_counter() - started))
+            count_error(errors, status, body)
+            i += 1
+    finally:
+        await connection.close()
+
+
+async def rememberer(url: str, texts: list[str], stop_at: float, latencies: Timed, errors: list[Any]) -> None:
+    """REST remembers of ``texts`` (popped: clients share the list) until it is empty or ``stop_at`` passes."""
+    connection = await RawConnection.open(url)
+    try:
+        while texts and time.monotonic() < stop_at:
+            started = time.perf_counter()
+            body = {"text": texts.pop(), "category": "bench"}
+            status, answer = await connection.request("POST", "/api/lancedb/memories", body)
+            latencies.append((time.time(), time.perf_counter() - started))
+            count_error(errors, status, answer)
+    finally:
+        await connection.close()
+
+
+def count_error(errors: list[Any], status: int, body: bytes) -> None:
+    """``errors``: [count, the first error's status and body]."""
+    if not 200 <= status < 300:
+        errors[0] += 1
+        if len(errors) == 1:
+            errors.append(f"{status} {body[:300].decode(errors='replace')}")
