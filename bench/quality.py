@@ -28,7 +28,7 @@ from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
 from bench.data.locomo import load as load_locomo
 from bench.lab import ranking_options
 from bench.lab.replay import Vectors, bilingual_scope, locomo_scopes, reranked
-from bench.support.common import machine_info, print_table
+from bench.support.common import machine_info, output_options, print_table
 from bench.support.retrieval import (
     BilingualRun,
     Judged,
@@ -212,8 +212,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the first model's lexical weight (default: its measured one)")
     parser.add_argument("--no-cache", action="store_true", help="embed everything again (ignore bench/cache)")
     parser.add_argument("--no-lab", action="store_true", help="only the service rows (default ranking, pure vector)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="quality", help="result file name under bench/results/ (no .json)")
+    output_options(parser, "quality", cache=False)
     return parser.parse_args(argv)
 
 

@@ -21,7 +21,7 @@ from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
 from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path, load
 from bench.lab import locomo_methods as lab
-from bench.support.common import machine_info, print_table, top_k
+from bench.support.common import machine_info, output_options, print_table, top_k
 from bench.support.retrieval import Judged, ModelRun, overlap_at_k, run_model, run_on_dataset, summarise
 
 METRIC_COLUMNS = ("hit@1", "hit@5", "hit@10", "frac@1", "frac@5", "frac@10")
@@ -204,8 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent remember calls during ingest")
     parser.add_argument("--no-cache", action="store_true", help="embed everything again (ignore bench/cache)")
     parser.add_argument("--keyword-pool", type=int, default=lab.POOL, help="keyword candidates per question (0 = skip)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="locomo", help="result file name under bench/results/ (no .json)")
+    output_options(parser, "locomo", cache=False)
     return parser.parse_args(argv)
 
 

@@ -22,7 +22,7 @@ from app.memory.service import MemoryService
 from app.settings import Settings
 from bench.data.bilingual import BilingualSet
 from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
-from bench.support.common import CachingEmbedder, latency_summary_ms, write_json
+from bench.support.common import CachingEmbedder, latency_summary_ms, measure_and_write
 
 KS = (1, 5, 10)
 
@@ -115,11 +115,7 @@ def run_on_dataset(args: argparse.Namespace, run: Callable[[argparse.Namespace],
     if not dataset_path().is_file():
         print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
         raise SystemExit(2)
-    payload = asyncio.run(run(args))
-    show(payload)
-    path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
-    print(f"\nwrote {path}")
-    return payload
+    return measure_and_write(args, run, show)
 
 
 # --- LoCoMo through the service: one scope per conversation, every turn remembered -----------------------
