@@ -7,8 +7,12 @@
 Both sets are remembered and recalled through ``MemoryService`` (the default ranking, then lexical
 weight 0 for pure vector order). LoCoMo: ``hit@k``, the share of questions with an evidence turn in
 the top k. Bilingual set: ``MRR`` and ``R@k`` (share of a query's relevant memories in the top k)
-per query type. The lab then replays the service's pools on the stored vectors for every other
-option (``bench/ranking_options.py``). Results go to ``bench/results/quality.json``.
+per query type. Every table is printed for all queries and again for each half: LoCoMo's even and odd
+conversations, the bilingual set's even and odd query numbers; options are chosen on the even halves, the
+odd ones are held out. The lab then replays the service's candidate pools (vector top-50, then the keyword
+search's top-50) on the stored vectors for every other option (``bench/lab/ranking_options.py``), and
+``lab replay = service order`` is the share of queries it orders exactly as the service did. Results go to
+``bench/results/quality.json``.
 """
 
 from __future__ import annotations

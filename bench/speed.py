@@ -8,6 +8,11 @@ Per size, in one run: numpy top-10 over the vectors in RAM, the store's vector s
 recall@10 against exact), the local embedder alone, REST and MCP (Streamable HTTP) recall p50/p95
 against a real server process, concurrent recall clients, remember throughput (1 and N clients),
 the server's RSS and the LanceDB directory's size. Results go to ``bench/results/speed.json``.
+
+Server variants run on copies of the same table (``--variants``, default ``baseline,cache``): ``cache`` (the
+app as configured by default), ``baseline`` (every search a LanceDB flat scan, ``MEMORY_MCP_VECTOR_CACHE=false``),
+``vector`` (pure vector ranking, lexical weight 0) and ``fp32`` (the local model's float32 pass). The loads
+are sent by ``bench.support.server.RawConnection``, so the load generator does not take the server's CPU.
 """
 
 from __future__ import annotations
