@@ -1,4 +1,4 @@
-"""Synthetic memories for the speed benchmark: texts, their USE vectors (cached), and a bulk load.
+"""Synthetic memories for the speed, scale, sharing and start-up benchmarks: vectors (cached), scopes, ids, a bulk load.
 
 Loading 100k rows through REST would take minutes and measure nothing useful, so the table is
 written with LanceDB directly in the service's own schema (``Store.open`` creates it with the

@@ -267,6 +267,14 @@ async def embed_cached(embedder: CachingEmbedder, texts: list[str], kind: str = 
     return np.concatenate(parts) if parts else np.empty((0, embedder.dimension), dtype=np.float32)
 
 
+async def caching_embedder(provider: str, cache_dir: str | None = None) -> CachingEmbedder:
+    """``provider``'s embedder behind the vector cache (in ``cache_dir``, default bench/cache), loaded."""
+    inner = create_embedder(Settings(embedding_provider=provider))
+    embedder = CachingEmbedder(inner, VectorCache(inner.identity, Path(cache_dir) if cache_dir else None))
+    await embedder.load()
+    return embedder
+
+
 # --- the command line the scripts share --------------------------------------------------------------
 
 def output_options(parser: argparse.ArgumentParser, name: str, *, cache: bool = True) -> None:
@@ -284,11 +292,3 @@ def measure_and_write(args: argparse.Namespace, measure: Callable[[argparse.Name
     report(payload)
     print(f"\nwrote {write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)}")
     return payload
-
-
-async def caching_embedder(provider: str, cache_dir: str | None = None) -> CachingEmbedder:
-    """``provider``'s embedder behind the vector cache (in ``cache_dir``, default bench/cache), loaded."""
-    inner = create_embedder(Settings(embedding_provider=provider))
-    embedder = CachingEmbedder(inner, VectorCache(inner.identity, Path(cache_dir) if cache_dir else None))
-    await embedder.load()
-    return embedder
