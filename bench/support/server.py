@@ -221,7 +221,7 @@ async def mcp_recall(url: str, queries: Sequence[str]) -> dict[str, float]:
 
 async def concurrent_recall(url: str, queries: Sequence[str], clients: int, per_client: int) -> dict[str, float]:
     """``clients`` connections, each issuing ``per_client`` sequential REST recalls; latency over all
-    calls. Sent by ``raw_http`` like the remember load: httpx's CPU per request would take the
+    calls. Sent by ``RawConnection`` like the remember load: httpx's CPU per request would take the
     server's cores and grow with the client count, which is the very thing measured here."""
     latencies: list[float] = []
     errors = 0
@@ -258,7 +258,7 @@ class Call:
 
 async def remember_calls(url: str, texts: Sequence[str], clients: int, deadline_s: float) -> tuple[list[Call], float]:
     """POST /api/lancedb/memories from ``clients`` connections until the texts run out or the deadline
-    passes; every call, and the wall time. The load comes from ``raw_http`` (about 0.1 ms of CPU a
+    passes; every call, and the wall time. The load comes from ``RawConnection`` (about 0.1 ms of CPU a
     request), not httpx (6.7 ms), so the generator does not take the server's cores."""
     calls: list[Call] = []
     queue = list(reversed(texts))
