@@ -37,8 +37,8 @@ from typing import Any
 import httpx
 
 from app.cli.hook_floor import DEFAULT_MIN_SCORE, shown
-from bench.common import latency_summary_ms, machine_info, print_table, write_json
-from bench.startup import _env, _free_port, _spawn, _stop, _timed_start
+from bench.support.common import latency_summary_ms, machine_info, print_table, write_json
+from bench.support.server import serve
 
 NOTE = "the staging database is reset every Monday at 06:00 UTC"
 PROMPT = "when is the staging database reset?"
@@ -62,8 +62,8 @@ async def _floor_hits(provider: str) -> tuple[Views, Views]:
     from app.memory.embeddings.registry import create_embedder
     from app.memory.service import MemoryService
     from app.settings import Settings
-    from bench.bilingual_data import load
-    from bench.vcache import CachingEmbedder
+    from bench.data.bilingual import load
+    from bench.support.common import CachingEmbedder
 
     data = load()
     offtopic = [json.loads(line)["text"] for line in OFFTOPIC.read_text(encoding="utf-8").splitlines() if line]
@@ -119,26 +119,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.floor:
         return floor_rates(args.provider or "local")
     args.provider = args.provider or "hash"
-    checkout = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        process = _spawn(checkout, _env(Path(tmp), args.provider, port), Path(tmp) / "server.log")
-        try:
-            _timed_start(process, url, time.perf_counter())
-            httpx.post(f"{url}/api/lancedb/memories", json={"text": NOTE}, trust_env=False).raise_for_status()
-            env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_MCP_")} | {"MEMORY_MCP_URL": url}
-            event = json.dumps({"prompt": PROMPT}).encode()
-            hook, bare, imports, hits = [], [], [], 0
-            for _ in range(args.runs):
-                seconds, out = _timed([sys.executable, "-m", "app.cli", "hook", "recall", "--min-score", "0"], env,
-                                      event)
-                hook.append(seconds)
-                hits += NOTE in out.decode()
-                bare.append(_timed([sys.executable, "-c", "pass"], env)[0])
-                imports.append(_timed([sys.executable, "-c", "import app.cli.hooks"], env)[0])
-        finally:
-            _stop(process)
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp, \
+            serve(Path(tmp) / "lancedb", Path(tmp) / "server.log", provider=args.provider) as server:
+        httpx.post(f"{server.url}/api/lancedb/memories", json={"text": NOTE}, trust_env=False).raise_for_status()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_MCP_")} | {"MEMORY_MCP_URL": server.url}
+        event = json.dumps({"prompt": PROMPT}).encode()
+        hook, bare, imports, hits = [], [], [], 0
+        for _ in range(args.runs):
+            seconds, out = _timed([sys.executable, "-m", "app.cli", "hook", "recall", "--min-score", "0"], env, event)
+            hook.append(seconds)
+            hits += NOTE in out.decode()
+            bare.append(_timed([sys.executable, "-c", "pass"], env)[0])
+            imports.append(_timed([sys.executable, "-c", "import app.cli.hooks"], env)[0])
     rows = []
     for name, values in (("hook recall (whole process)", hook), ("python -c pass", bare),
                          ("import app.cli.hooks", imports)):

@@ -7,8 +7,12 @@
 Both sets are remembered and recalled through ``MemoryService`` (the default ranking, then lexical
 weight 0 for pure vector order). LoCoMo: ``hit@k``, the share of questions with an evidence turn in
 the top k. Bilingual set: ``MRR`` and ``R@k`` (share of a query's relevant memories in the top k)
-per query type. The lab then replays the service's pools on the stored vectors for every other
-option (``bench/quality_lab.py``). Results go to ``bench/results/quality.json``.
+per query type. Every table is printed for all queries and again for each half: LoCoMo's even and odd
+conversations, the bilingual set's even and odd query numbers; options are chosen on the even halves, the
+odd ones are held out. The lab then replays the service's candidate pools (vector top-50, then the keyword
+search's top-50) on the stored vectors for every other option (``bench/lab/ranking_options.py``), and
+``lab replay = service order`` is the share of queries it orders exactly as the service did. Results go to
+``bench/results/quality.json``.
 """
 
 from __future__ import annotations
@@ -22,16 +26,23 @@ import numpy as np
 
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
-from bench import bilingual_data, quality_lab
-from bench.bilingual_data import GROUPS, TYPES, BilingualSet, half
-from bench.bilingual_run import BilingualRun, run_bilingual
-from bench.common import machine_info, print_table
-from bench.locomo import run_on_dataset
-from bench.locomo_data import CATEGORY_NAMES, Conversation, dataset_path
-from bench.locomo_data import load as load_locomo
-from bench.locomo_run import ModelRun, run_model
-from bench.metrics import Judged, summarise, typed_summary
-from bench.ranking_lab import Vectors, bilingual_scope, locomo_scopes, reranked
+from bench.data.bilingual import GROUPS, TYPES, BilingualSet, half
+from bench.data.bilingual import load as load_bilingual
+from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path
+from bench.data.locomo import load as load_locomo
+from bench.lab import ranking_options
+from bench.lab.replay import Vectors, bilingual_scope, locomo_scopes, reranked
+from bench.support.common import machine_info, output_options, print_table
+from bench.support.retrieval import (
+    BilingualRun,
+    Judged,
+    ModelRun,
+    run_bilingual,
+    run_model,
+    run_on_dataset,
+    summarise,
+    typed_summary,
+)
 
 BILINGUAL_COLUMNS = ("all", *TYPES, *GROUPS)
 LOCOMO_COLUMNS = ("all", *CATEGORY_NAMES.values())
@@ -107,7 +118,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     conversations = load_locomo(limit=args.conversations, max_turns=args.max_turns)
-    data = bilingual_data.load()
+    data = load_bilingual()
     locomo, bilingual, seconds = await _service_runs(models, conversations, data, args)
     payload: dict[str, Any] = {
         "machine": machine_info(), "dataset": str(dataset_path()), "models": models,
@@ -128,12 +139,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         scope = bilingual_scope(data, models, vectors)
         default = reranked(models[0], RankingOptions(_weight(args, models[0])))
         payload["lab_agrees_with_service"] = {
-            "locomo": quality_lab.agreement(
+            "locomo": ranking_options.agreement(
                 [r for crun in locomo[models[0]].conversations for r in crun.service_ranked], default, scopes),
-            "bilingual": quality_lab.agreement(bilingual[models[0]].service_ranked, default, [scope]),
+            "bilingual": ranking_options.agreement(bilingual[models[0]].service_ranked, default, [scope]),
         }
-        payload["lab"] = quality_lab.run(models, scopes, scope, args.lexical_weight)
-        payload["sweep"] = quality_lab.sweep(models[0], scopes, scope)
+        payload["lab"] = ranking_options.run(models, scopes, scope, args.lexical_weight)
+        payload["sweep"] = ranking_options.sweep(models[0], scopes, scope)
         payload["lab_s"] = round(time.perf_counter() - lab_start, 1)
     payload["wall_s"] = round(time.perf_counter() - started, 1)
     return payload
@@ -205,8 +216,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the first model's lexical weight (default: its measured one)")
     parser.add_argument("--no-cache", action="store_true", help="embed everything again (ignore bench/cache)")
     parser.add_argument("--no-lab", action="store_true", help="only the service rows (default ranking, pure vector)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="quality", help="result file name under bench/results/ (no .json)")
+    output_options(parser, "quality", cache=False)
     return parser.parse_args(argv)
 
 

@@ -39,9 +39,10 @@ import numpy as np
 from app.memory.embeddings import create_embedder
 from app.memory.store.saved_index import INDEX_DIR
 from app.settings import Settings
-from bench import common, textgen
-from bench.speed_data import SCOPES, Corpus, bulk_load, random_unit_vectors
-from bench.speed_server import serve
+from bench.data import textgen
+from bench.data.corpus import SCOPES, Corpus, bulk_load, random_unit_vectors
+from bench.support import common
+from bench.support.server import serve
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 TEXT_VARIETY = 20_000  # distinct sentences, repeated: generating a million costs minutes and measures nothing

@@ -8,6 +8,11 @@ Per size, in one run: numpy top-10 over the vectors in RAM, the store's vector s
 recall@10 against exact), the local embedder alone, REST and MCP (Streamable HTTP) recall p50/p95
 against a real server process, concurrent recall clients, remember throughput (1 and N clients),
 the server's RSS and the LanceDB directory's size. Results go to ``bench/results/speed.json``.
+
+Server variants run on copies of the same table (``--variants``, default ``baseline,cache``): ``cache`` (the
+app as configured by default), ``baseline`` (every search a LanceDB flat scan, ``MEMORY_MCP_VECTOR_CACHE=false``),
+``vector`` (pure vector ranking, lexical weight 0) and ``fp32`` (the local model's float32 pass). The loads
+are sent by ``bench.support.server.RawConnection``, so the load generator does not take the server's CPU.
 """
 
 from __future__ import annotations
@@ -18,24 +23,39 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.memory.embeddings.registry import create_embedder
+from app.memory import keyword
+from app.memory.embeddings.base import Embedder
+from app.memory.ranking import keyword_query
+from app.memory.store import filters
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench import speed_server as srv
-from bench import speed_store as st
-from bench import textgen
-from bench.common import machine_info, print_table, write_json
-from bench.speed_data import Corpus, bulk_load, corpus, disk_bytes, embed_cached
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.data import textgen
+from bench.data.corpus import Corpus, bulk_load, corpus
+from bench.support import server as srv
+from bench.support.common import (
+    CachingEmbedder,
+    caching_embedder,
+    disk_bytes,
+    embed_cached,
+    latency_summary_ms,
+    machine_info,
+    measure_and_write,
+    output_options,
+    print_table,
+    top_k,
+)
 
 TARGETS = {"search_vs_numpy": 2.0, "rest_vs_embed_plus_exact": 3.0, "remember_per_s": 500.0, "rss_mb": 600.0}
 SCOPED = "agent:claude-code"
+K = 10
+WARMUP = 3
 RSS_PHASES = ("start", "rest_recall", "mcp_recall", "concurrent_recall", "remember_single", "remember_concurrent")
 KEYWORD_QUERIES = 20
 CONCURRENT_SEARCHERS = 32
@@ -49,33 +69,124 @@ VARIANT_ENV = {
 }
 
 
+# --- in process: numpy, the store's search, the embedder ------------------------------------------
+
+def _timed(fn: Callable[[int], Any], n: int) -> tuple[list[float], list[Any]]:
+    for i in range(min(WARMUP, n)):
+        fn(i)
+    latencies, results = [], []
+    for i in range(n):
+        start = time.perf_counter()
+        results.append(fn(i))
+        latencies.append(time.perf_counter() - start)
+    return latencies, results
+
+
+def numpy_reference(matrix: np.ndarray, queries: np.ndarray) -> tuple[dict[str, float], list[np.ndarray]]:
+    """The physical reference: one matrix-vector product and a partial sort, vectors already in RAM."""
+    latencies, results = _timed(lambda i: top_k(matrix @ queries[i], K), len(queries))
+    return latency_summary_ms(latencies), results
+
+
+def recall_vs_exact(
+    found_ids: Sequence[Sequence[str]], matrix: np.ndarray, queries: np.ndarray, ids: Sequence[str],
+    allowed: np.ndarray | None = None,
+) -> float:
+    """Mean share of the exact top-k found; a result tied with the k-th exact score (1e-5) counts as exact."""
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    shares = []
+    for qi, found in enumerate(found_ids):
+        scores = matrix @ queries[qi]
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        exact = top_k(scores, K)
+        cut = scores[exact[-1]] - 1e-5
+        good = sum(1 for memory_id in found[:K] if memory_id in position and scores[position[memory_id]] >= cut)
+        shares.append(good / min(K, len(exact)))
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def _search(store: Store, queries: np.ndarray, scope: str | None) -> tuple[list[float], list[Any]]:
+    where = filters.eq("scope", scope) if scope else None
+    return _timed(lambda i: [row["id"] for row in store.vector_search(queries[i], where, K)], len(queries))
+
+
+def store_search(
+    store: Store, queries: np.ndarray, scope: str | None = None
+) -> tuple[dict[str, float], list[list[str]]]:
+    """``Store.vector_search`` alone (what recall runs after embedding), optionally scope-filtered."""
+    latencies, results = _search(store, queries, scope)
+    return latency_summary_ms(latencies), results
+
+
+def keyword_search(store: Store, queries: Sequence[str]) -> dict[str, float]:
+    """The service's substring keyword search (what a hybrid ranking would add per recall), top-50."""
+    terms = [keyword_query(q) for q in queries]
+    latencies, _ = _timed(lambda i: keyword.search(store, terms[i], None, 50), len(terms))
+    return latency_summary_ms(latencies)
+
+
+def cache_search(store: Store, queries: np.ndarray, scope: str | None = None) -> dict[str, Any]:
+    """``Store.vector_search`` with the vector cache on (the batch thread included): load time, size, latency."""
+    assert store.cache is not None, "open the store with vector_cache=True"
+    latencies, results = _search(store, queries, scope)
+    return {"latency": latency_summary_ms(latencies), "results": results,
+            "reload_s": round(store.cache.last_reload_s, 3), "matrix_mb": round(store.cache.nbytes / 2**20, 1)}
+
+
+def concurrent_cache_search(store: Store, queries: np.ndarray, threads: int) -> dict[str, Any]:
+    """``threads`` threads searching at once (as concurrent duplicate checks do): wall time per search."""
+    assert store.batcher is not None, "open the store with vector_cache=True"
+    batches, searches = store.batcher.batches, store.batcher.searches
+    work = [queries[i % len(queries)] for i in range(max(threads * 4, len(queries)))]
+    with ThreadPoolExecutor(threads) as pool:
+        start = time.perf_counter()
+        list(pool.map(lambda q: store.vector_search(q, None, K), work))
+        wall = time.perf_counter() - start
+    products = store.batcher.batches - batches
+    return {"threads": threads, "searches": len(work), "ms_per_search": round(wall * 1000 / len(work), 3),
+            "per_batch": round((store.batcher.searches - searches) / max(products, 1), 1)}
+
+
+async def embedder_alone(embedder: Embedder, texts: Sequence[str]) -> dict[str, float]:
+    """One query at a time through the provider (worker thread included), as recall calls it."""
+    for text in texts[:WARMUP]:
+        await embedder.embed_query(text)
+    latencies = []
+    for text in texts:
+        start = time.perf_counter()
+        await embedder.embed_query(text)
+        latencies.append(time.perf_counter() - start)
+    return latency_summary_ms(latencies)
+
+
 def _in_process(db: Path, data: Corpus, queries: list[str], qvecs: np.ndarray, embedder: Any) -> dict[str, Any]:
     """Store-only search (unfiltered and scope-filtered) and the numpy reference, recall checked."""
     store = Store.open(Settings(db_path=db, embedding_provider=embedder.name, vector_cache=False), embedder)
     cached = Store.open(Settings(db_path=db, embedding_provider=embedder.name, vector_cache=True), embedder)
-    numpy_lat, _ = st.numpy_reference(data.vectors, qvecs)
-    search_lat, found = st.store_search(store, qvecs)
-    scoped_lat, scoped_found = st.store_search(store, qvecs, scope=SCOPED)
+    numpy_lat, _ = numpy_reference(data.vectors, qvecs)
+    search_lat, found = store_search(store, qvecs)
+    scoped_lat, scoped_found = store_search(store, qvecs, scope=SCOPED)
     allowed = np.array([s == SCOPED for s in data.scopes])
-    cache = st.cache_search(cached, qvecs)
-    scoped_cache = st.cache_search(cached, qvecs, scope=SCOPED)
+    cache = cache_search(cached, qvecs)
+    scoped_cache = cache_search(cached, qvecs, scope=SCOPED)
     return {
-        "vector_cache_concurrent": st.concurrent_cache_search(cached, qvecs, CONCURRENT_SEARCHERS),
-        "keyword_search": st.keyword_search(store, queries[:KEYWORD_QUERIES]),
-        "keyword_search_cached": st.keyword_search(cached, queries[:KEYWORD_QUERIES]),
+        "vector_cache_concurrent": concurrent_cache_search(cached, qvecs, CONCURRENT_SEARCHERS),
+        "keyword_search": keyword_search(store, queries[:KEYWORD_QUERIES]),
+        "keyword_search_cached": keyword_search(cached, queries[:KEYWORD_QUERIES]),
         "vector_cache": {
             **cache["latency"], "reload_s": cache["reload_s"], "matrix_mb": cache["matrix_mb"],
-            "recall@10": round(st.recall_vs_exact(cache["results"], data.vectors, qvecs, data.ids), 4),
+            "recall@10": round(recall_vs_exact(cache["results"], data.vectors, qvecs, data.ids), 4),
         },
         "vector_cache_scoped": {
             **scoped_cache["latency"],
-            "recall@10": round(st.recall_vs_exact(scoped_cache["results"], data.vectors, qvecs, data.ids, allowed), 4),
+            "recall@10": round(recall_vs_exact(scoped_cache["results"], data.vectors, qvecs, data.ids, allowed), 4),
         },
         "numpy": numpy_lat,
-        "store_search": {**search_lat, "recall@10": round(st.recall_vs_exact(found, data.vectors, qvecs, data.ids), 4)},
+        "store_search": {**search_lat, "recall@10": round(recall_vs_exact(found, data.vectors, qvecs, data.ids), 4)},
         "store_search_scoped": {
             **scoped_lat,
-            "recall@10": round(st.recall_vs_exact(scoped_found, data.vectors, qvecs, data.ids, allowed), 4),
+            "recall@10": round(recall_vs_exact(scoped_found, data.vectors, qvecs, data.ids, allowed), 4),
         },
     }
 
@@ -91,7 +202,7 @@ async def _server_part(db: Path, data: Corpus, queries: list[str], qvecs: np.nda
         out["rss_start_children_mb"] = round(server.children_rss_mb(), 1)
         rss.phase("rest_recall")
         rest, rest_found = await srv.rest_recall(server.url, queries)
-        rest["recall@10"] = round(st.recall_vs_exact(rest_found, data.vectors, qvecs, data.ids), 4)
+        rest["recall@10"] = round(recall_vs_exact(rest_found, data.vectors, qvecs, data.ids), 4)
         out["rest_recall"] = rest
         rss.phase("mcp_recall")
         out["mcp_recall"] = await srv.mcp_recall(server.url, queries[: args.mcp_queries])
@@ -253,15 +364,12 @@ def report(payload: dict[str, Any]) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    inner = create_embedder(Settings(embedding_provider=args.provider))
-    cache_dir = Path(args.cache_dir) if args.cache_dir else None
-    embedder = CachingEmbedder(inner, VectorCache(inner.identity, cache_dir))
-    await embedder.load()
+    embedder = await caching_embedder(args.provider, args.cache_dir)
     queries = textgen.queries(args.queries)
     qvecs = await embed_cached(embedder, queries, kind="q")
     payload: dict[str, Any] = {"machine": machine_info(), "targets": TARGETS, "model": embedder.identity,
                                "variants": args.variants}
-    payload["embedder_alone"] = await st.embedder_alone(embedder.inner, queries)
+    payload["embedder_alone"] = await embedder_alone(embedder.inner, queries)
     embed_ms = payload["embedder_alone"]["p50_ms"]
     payload["sizes"] = []
     with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
@@ -286,9 +394,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--write-seconds", type=float, default=15.0, help="time cap per remember phase")
     parser.add_argument("--variants", default="baseline,cache", help=f"server variants: {', '.join(VARIANT_ENV)}")
     parser.add_argument("--provider", default="local", help="embedding provider (hash only for the smoke test)")
-    parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="speed", help="result file name under bench/results/ (no .json)")
+    output_options(parser, "speed")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.queries, args.mcp_queries, args.per_client = "1000,10000", 30, 20, 3
@@ -302,12 +408,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    payload = asyncio.run(main_async(args))
-    report(payload)
-    results_dir = Path(args.results_dir) if args.results_dir else None
-    print(f"\nwrote {write_json(args.output, payload, results_dir)}")
-    return payload
+    return measure_and_write(parse_args(argv), main_async, report)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ import numpy as np
 
 from app.memory.embeddings import create_embedder
 from app.settings import Settings
-from bench import common, textgen
-from bench.speed_data import SCOPES, Corpus, bulk_load, random_unit_vectors
+from bench.data import textgen
+from bench.data.corpus import SCOPES, Corpus, bulk_load, random_unit_vectors
+from bench.support import common
 
 REPO = Path(__file__).resolve().parents[1]
 POLL_S = 0.01  # /healthz, while connections are refused (cheap for the server)

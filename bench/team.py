@@ -47,10 +47,10 @@ from app.memory.rows import new_row
 from app.memory.store.commits import is_retryable
 from app.memory.store.schema import build_schema
 from app.settings import Settings
-from bench import speed_server as srv
-from bench import textgen
-from bench.common import machine_info, percentile, print_table, write_json
-from bench.raw_http import RawConnection
+from bench.data import textgen
+from bench.support import server as srv
+from bench.support.common import machine_info, measure_and_write, output_options, print_table, spread
+from bench.support.server import RawConnection
 
 TARGETS = {"remember_p99_s": 0.5, "visible_p99_s": 1.0, "refused": 0, "commits_per_s": 1.2,
            "fragments_after_compaction": 20, "versions_kept": 100}
@@ -63,22 +63,16 @@ REGION = "us-east-1"
 @contextmanager
 def moto(log_path: Path) -> Iterator[str]:
     """``moto_server`` on a free loopback port; yields its endpoint."""
-    port = srv._free_port()
+    from tests.support.server import wait_until_ready  # the tests' helper, outside pytest
+
+    port = srv.free_port()
     server = Path(sys.executable).with_name("moto_server")
     with log_path.open("wb") as log:
         process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
                                    stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(endpoint, timeout=2.0, trust_env=False)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"moto_server did not start: {log_path.read_text()[-1000:]}") from None
-                time.sleep(0.1)  # polling another process's socket, bounded by the deadline
+        wait_until_ready(endpoint, process, 60, path="/", name="moto_server")
         yield endpoint
     finally:
         process.terminate()
@@ -123,16 +117,6 @@ def compact(uri: str, endpoint: str) -> None:
     from app.memory.reembed import compact_table
 
     compact_table(Settings(db_path=uri, storage_options=storage_options(endpoint), embedding_provider="hash"))
-
-
-def wait_loaded(url: str, timeout_s: float = 180.0) -> None:
-    """Until /readyz answers 200: the table opened and the vector cache loaded."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=5.0, trust_env=False) as client:
-        while client.get(f"{url}/readyz").status_code != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{url} not ready after {timeout_s} s")
-            time.sleep(0.1)  # polling another process, bounded by the deadline
 
 
 # --- the load ----------------------------------------------------------------------------------------
@@ -194,9 +178,9 @@ async def team_load(urls: list[str], clients: int, remembers: int) -> dict[str, 
     seconds = time.perf_counter() - started
     done.set()
     await prober
-    return {"remember": _summary(latencies), "errors": errors, "seconds": round(seconds, 2),
+    return {"remember": _seconds(latencies), "errors": errors, "seconds": round(seconds, 2),
             "remembers_per_s": round(len(latencies) / seconds, 1),
-            "visible": _summary([w for w in waits if w is not None]), "never_visible": sum(w is None for w in waits)}
+            "visible": _seconds([w for w in waits if w is not None]), "never_visible": sum(w is None for w in waits)}
 
 
 def versions(uri: str, endpoint: str) -> int:
@@ -219,6 +203,10 @@ async def settled_versions(uri: str, endpoint: str, settle_s: float, bound: int)
         await asyncio.sleep(1.0)  # the instances prune on their own clock; this only looks
         count = await asyncio.to_thread(versions, uri, endpoint)
     return count, round(time.perf_counter() - started, 1)
+
+
+def _seconds(seconds: Sequence[float]) -> dict[str, Any]:
+    return spread(seconds, unit="s", quantiles=(50, 95, 99))
 
 
 # --- LanceDB alone -----------------------------------------------------------------------------------
@@ -255,12 +243,7 @@ def lancedb_alone(uri: str, endpoint: str, threads: int, appends: int) -> dict[s
         worker.start()
     for worker in workers:
         worker.join()
-    return {"append": _summary(latencies), "errors": len(errors), "first_error": errors[:1]}
-
-
-def _summary(seconds: Sequence[float]) -> dict[str, Any]:
-    return {"n": len(seconds), "p50_s": round(percentile(seconds, 50), 3), "p95_s": round(percentile(seconds, 95), 3),
-            "p99_s": round(percentile(seconds, 99), 3), "max_s": round(max(seconds, default=float("nan")), 3)}
+    return {"append": _seconds(latencies), "errors": len(errors), "first_error": errors[:1]}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -281,8 +264,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             server = stack.enter_context(srv.serve(home / "lancedb", root / f"server-{n}.log", provider="hash",
                                                    extra_env=server_env(uri, endpoint, team_db)))
             urls.append(server.url)
-        for url in urls:
-            await asyncio.to_thread(wait_loaded, url)
         before = await journals(urls, flushed=False)
         started = time.perf_counter()
         team = payload["team"] = await team_load(urls, args.clients, args.remembers)
@@ -349,17 +330,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle-s", type=float, default=60.0, help="longest wait for pruning after the load")
     parser.add_argument("--alone-appends", type=int, default=600,
                         help="single-row appends of the LanceDB-alone baseline, at most (it takes minutes on moto)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="team", help="result file name (no .json)")
+    output_options(parser, "team", cache=False)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    payload = asyncio.run(main_async(args))
-    report(payload)
-    print(f"\nwrote {write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)}")
-    return payload
+    return measure_and_write(parse_args(argv), main_async, report)
 
 
 if __name__ == "__main__":

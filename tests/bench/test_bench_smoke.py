@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import common, hooks, locomo, speed, vcache
+from bench import hooks, speed
+from bench.lab import locomo
+from bench.support import common
 from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow
@@ -76,7 +78,7 @@ def test_locomo_without_the_dataset_says_where_to_put_it_and_exits_2(
 def test_the_hook_floor_bench_reports_both_rates_at_every_floor_with_the_default_among_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vcache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(common, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
     result = hooks.main(["--floor", "--provider", "hash"])
     rows = result["rows"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.memory.ranking import language, terms
-from bench.bilingual_data import DATA_DIR, TYPES, half, load
+from bench.data.bilingual import DATA_DIR, TYPES, half, load
 
 
 def test_the_set_has_unique_ids_every_query_type_and_only_existing_answers() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import quality
-from bench.bilingual_data import GROUPS, TYPES, load
+from bench.data.bilingual import GROUPS, TYPES, load
 from tests.bench.locomo_fixture import write_locomo
 
 pytestmark = pytest.mark.slow

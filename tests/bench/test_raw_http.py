@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench.raw_http import RawConnection
+from bench.support.server import RawConnection
 from tests.conftest import SettingsFactory
 from tests.support.server import run_server
 

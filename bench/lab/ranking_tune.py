@@ -1,10 +1,10 @@
 """Ranking options replayed on cached vectors alone (no model, no service): LoCoMo and the bilingual set,
 each reported on its tuning half and its held-out half, per query type.
 
-    python -m bench.ranking_tune                 # needs bench/cache filled by a run of bench.quality
+    python -m bench.lab.ranking_tune                 # needs bench/cache filled by a run of bench.quality
 
 LoCoMo halves are the even and odd conversations; bilingual halves the even and odd query numbers
-(``bilingual_data.half``). Options are chosen on the even halves; the odd halves show whether the
+(``bench.data.bilingual.half``). Options are chosen on the even halves; the odd halves show whether the
 choice holds on what it was not chosen on.
 """
 
@@ -19,16 +19,16 @@ import numpy as np
 
 from app.memory.embeddings.registry import create_embedder
 from app.settings import Settings
-from bench import bilingual_data
-from bench import ranking_variants as rv
-from bench.common import print_table
-from bench.locomo_data import load as load_locomo
-from bench.quality_lab import bilingual_summary, locomo_summary
-from bench.ranking_lab import LabScope, Method, bilingual_scope, halve, locomo_scopes, pooled, vector_only
-from bench.vcache import VectorCache
+from bench.data.bilingual import GROUPS, TYPES
+from bench.data.bilingual import load as load_bilingual
+from bench.data.locomo import load as load_locomo
+from bench.lab import ranking_variants as rv
+from bench.lab.ranking_options import bilingual_summary, locomo_summary
+from bench.lab.replay import LabScope, Method, bilingual_scope, halve, locomo_scopes, pooled, vector_only
+from bench.support.common import VectorCache, print_table
 
 LOCOMO_TYPES = ("all", "multi-hop", "temporal", "open-domain", "single-hop")
-BILINGUAL_TYPES = ("all", *bilingual_data.TYPES, *bilingual_data.GROUPS)
+BILINGUAL_TYPES = ("all", *TYPES, *GROUPS)
 
 
 def cached_vectors(provider: str) -> Callable[[str, str, Sequence[str]], np.ndarray]:
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.perf_counter()
     vectors = cached_vectors(args.model)
     locomo = locomo_scopes(load_locomo(), [args.model], vectors)
-    bilingual = bilingual_scope(bilingual_data.load(), [args.model], vectors)
+    bilingual = bilingual_scope(load_bilingual(), [args.model], vectors)
     print(f"scopes ready in {time.perf_counter() - start:.0f} s", flush=True)
     rows = [(name, measure(method, locomo, bilingual)) for name, method in methods(args.model)
             if args.only in name or name == "pure vector"]

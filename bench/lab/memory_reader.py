@@ -1,6 +1,6 @@
 """An in-memory ``MemoryReader`` over one scope: the memory domain's reads without LanceDB.
 
-The ranking lab (``bench/ranking_lab.py``) replays every recall of a benchmark many times with other
+The ranking lab (``bench/lab/replay.py``) replays every recall of a benchmark many times with other
 ranking options; it takes each query's keyword pool from the service's own ``keyword.rank`` over
 this reader, and ``app.memory.hybrid.search`` runs on it unchanged. Vector search is exact (numpy,
 best first, ties by insertion order) like the service's index.
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.exact import top_k
+from bench.support.common import top_k
 
 
 class ArrayReader:

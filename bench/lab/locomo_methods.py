@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.memory.ranking import POOL, Candidate, RankingOptions, lexical_bonus, rerank
-from bench.bm25 import BM25
-from bench.exact import top_k
-from bench.locomo_data import Conversation
-from bench.metrics import Judged, summarise
+from bench.data.locomo import Conversation
+from bench.lab.bm25 import BM25
+from bench.support.common import top_k
+from bench.support.retrieval import Judged, summarise
 
 K = 10
 RRF_K = 60

@@ -1,4 +1,4 @@
-"""Synthetic memories for the speed benchmark: texts, their USE vectors (cached), and a bulk load.
+"""Synthetic memories for the speed, scale, sharing and start-up benchmarks: vectors (cached), scopes, ids, a bulk load.
 
 Loading 100k rows through REST would take minutes and measure nothing useful, so the table is
 written with LanceDB directly in the service's own schema (``Store.open`` creates it with the
@@ -21,13 +21,12 @@ from app.memory.embeddings.base import Embedder
 from app.memory.store import commits
 from app.memory.store.table import Store
 from app.settings import Settings
-from bench import textgen
-from bench.vcache import CachingEmbedder
+from bench.data import textgen
+from bench.support.common import CachingEmbedder, embed_cached
 
 SCOPES = ("global", "agent:claude-code", "agent:antigravity", "project:bench")
 SCOPE_WEIGHTS = (0.7, 0.1, 0.1, 0.1)
 LOAD_CHUNK = 20_000
-EMBED_CHUNK = 2_048
 
 
 @dataclass
@@ -36,20 +35,6 @@ class Corpus:
     vectors: np.ndarray  # (n, d) unit float32, row i is texts[i]
     scopes: list[str]
     ids: list[str]
-
-
-async def embed_cached(embedder: CachingEmbedder, texts: list[str], kind: str = "d") -> np.ndarray:
-    """Vectors for ``texts``; only texts missing from bench/cache reach the model. Saves the cache."""
-    parts = []
-    for start in range(0, len(texts), EMBED_CHUNK):
-        chunk = texts[start : start + EMBED_CHUNK]
-        if kind == "q":
-            parts.append(np.stack([await embedder.embed_query(t) for t in chunk]))
-        else:
-            parts.append(await embedder.embed_documents(chunk))
-    embedder.cache.save()
-    embedder.documents.clear()  # the benchmark keeps its own matrix; no second copy
-    return np.concatenate(parts) if parts else np.empty((0, embedder.dimension), dtype=np.float32)
 
 
 def random_unit_vectors(n: int, dimension: int, seed: int = 0) -> np.ndarray:
@@ -103,7 +88,3 @@ def bulk_load(db_path: Path, data: Corpus, embedder: Embedder) -> dict[str, floa
         store.table.add(commits.to_arrow(_rows(data, offset, stop, embedder.model, now_ms), store.table.schema))
     store.optimize()
     return {"rows": store.count(), "load_s": round(time.perf_counter() - start, 3)}
-
-
-def disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

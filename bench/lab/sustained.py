@@ -1,7 +1,7 @@
 """Remember under sustained load: does throughput hold for minutes, not just for a 15-second phase?
 
-    python -m bench.sustained                   # 100k memories, 32 clients, 5 minutes in 30 s windows
-    python -m bench.sustained --size 10000 --seconds 120 --window 15
+    python -m bench.lab.sustained                   # 100k memories, 32 clients, 5 minutes in 30 s windows
+    python -m bench.lab.sustained --size 10000 --seconds 120 --window 15
 
 The table is the speed benchmark's (same synthetic memories and cached vectors, bulk-loaded), served
 by a real server process (``python -m app.cli serve``) and written by ``--clients`` keep-alive
@@ -13,19 +13,23 @@ latency maximum (the writer waits for it). Results go to ``bench/results/sustain
 from __future__ import annotations
 
 import argparse
-import asyncio
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.memory.embeddings.registry import create_embedder
-from app.settings import Settings
-from bench import speed_server as srv
-from bench import textgen
-from bench.common import latency_summary_ms, machine_info, print_table, write_json
-from bench.speed_data import bulk_load, corpus, disk_bytes
-from bench.vcache import CachingEmbedder, VectorCache
+from bench.data import textgen
+from bench.data.corpus import bulk_load, corpus
+from bench.support import server as srv
+from bench.support.common import (
+    caching_embedder,
+    disk_bytes,
+    latency_summary_ms,
+    machine_info,
+    measure_and_write,
+    output_options,
+    print_table,
+)
 
 WRITES_PER_SECOND_CEILING = 1_000  # texts prepared per second of load: more than the server takes
 
@@ -56,9 +60,7 @@ def table_files(db: Path) -> dict[str, int]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    inner = create_embedder(Settings(embedding_provider=args.provider))
-    embedder = CachingEmbedder(inner, VectorCache(inner.identity, Path(args.cache_dir) if args.cache_dir else None))
-    await embedder.load()
+    embedder = await caching_embedder(args.provider, args.cache_dir)
     data = await corpus(embedder, args.size)
     texts = textgen.sentences(int(args.seconds * WRITES_PER_SECOND_CEILING), seed=args.size + 11)
     with tempfile.TemporaryDirectory(prefix="bench-sustained-") as tmp:
@@ -96,17 +98,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=300.0, help="how long the load runs")
     parser.add_argument("--window", type=float, default=30.0, help="seconds per reported window")
     parser.add_argument("--provider", default="local", help="embedding provider (hash only for the smoke test)")
-    parser.add_argument("--cache-dir", default=None, help="vector cache directory (default bench/cache)")
-    parser.add_argument("--results-dir", default=None, help="where the JSON goes (default bench/results)")
+    output_options(parser, "sustained")
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    result = asyncio.run(main_async(args))
-    report(result)
-    path = write_json("sustained", result, Path(args.results_dir) if args.results_dir else None)
-    print(f"wrote {path}")
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    return measure_and_write(parse_args(argv), main_async, report)
 
 
 if __name__ == "__main__":
