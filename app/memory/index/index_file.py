@@ -30,6 +30,7 @@ import mmap
 import os
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -102,11 +103,17 @@ class Loaded:
             self.fd = -1
 
 
-def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
-    """Write ``saved`` to ``path`` atomically; returns the file's size.
+class SaveCancelled(Exception):
+    """A save given up before its end (the server stopping): the old file, if any, stays as it was."""
+
+
+def write(path: Path, saved: Saved, identity: dict[str, Any], stop: threading.Event | None = None) -> int:
+    """Write ``saved`` to ``path`` atomically; returns the file's size. ``stop``: once set, the write is
+    given up at the next chunk (a stop must not wait for seconds of writing).
 
     Raises:
         OSError: the directory cannot be written (the old file, if any, stays as it was).
+        SaveCancelled: ``stop`` was set.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent)
@@ -114,7 +121,7 @@ def write(path: Path, saved: Saved, identity: dict[str, Any]) -> int:
     try:
         with os.fdopen(fd, "wb") as out:
             hold_while_writing(out)
-            size = _write_all(out, saved, identity)
+            size = _write_all(out, saved, identity, stop)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
@@ -154,7 +161,7 @@ def remove_stale_temps(directory: Path) -> list[Path]:
     return removed
 
 
-def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
+def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any], stop: threading.Event | None = None) -> int:
     sections: dict[str, dict[str, int]] = {}
     out.write(MAGIC)
     n, d = saved.n, saved.dimension
@@ -163,6 +170,8 @@ def _write_all(out: IO[bytes], saved: Saved, identity: dict[str, Any]) -> int:
         pad(out)
         start, crc = out.tell(), 0
         for part in parts():
+            if stop is not None and stop.is_set():
+                raise SaveCancelled(f"given up while writing {name}")
             data = memoryview(part).cast("B") if not isinstance(part, bytes | memoryview) else part
             out.write(data)
             crc = zlib.crc32(data, crc)

@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import ipc
 
 from app.memory.index import VectorCache, index_file
@@ -71,10 +73,12 @@ class CacheSync:
         self.dataset = _open_dataset(table, storage_options or {})
         path = index_path(str(table.uri)) if self.dataset is not None else None
         self.saved = SavedIndex(path, cache) if path is not None else None
-        self._restoring = threading.Event()  # set once the first load has ended, restored or not
+        self._restoring = threading.Event()  # set once the saved index is in, or the first load has ended
+        self._mapped = threading.Event()  # set once the saved index is in, or known not to be usable
         self._restore_tried = self.saved is None
         if self._restore_tried:
             self._restoring.set()
+            self._mapped.set()
         self._verify: Loaded | None = None  # a restored file whose large sections are still to be checked
         self.saver = Saver(self.saved, lambda: self.dataset, current_version) if self.saved is not None else None
 
@@ -92,6 +96,7 @@ class CacheSync:
             if not self._restore():
                 self._reload()
             self._catch_up(self._reload_rows())
+        self._mapped.set()
         self._restoring.set()
         self._check_restored()
         self._start_saver()
@@ -123,6 +128,16 @@ class CacheSync:
                 self._worker = threading.Thread(target=self._background, name="memory-cache-sync", daemon=True)
                 self._worker.start()
 
+    def wait_mapped(self, timeout_s: float) -> bool:
+        """Wait until the saved index is in the cache (not yet caught up), or known not to be usable."""
+        return self._mapped.wait(timeout_s)
+
+    @property
+    def in_background(self) -> bool:
+        """Whether the background thread is restoring, catching up or reloading the cache."""
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait for the background thread to finish (tests and benchmarks); False on timeout."""
         worker = self._worker
@@ -150,6 +165,7 @@ class CacheSync:
             except Exception:  # noqa: BLE001 - searches stay on LanceDB; the next stale search retries
                 logger.exception("the vector cache could not be brought up to date")
             finally:
+                self._mapped.set()
                 self._restoring.set()
         self._check_restored()
         self._start_saver()
@@ -161,14 +177,18 @@ class CacheSync:
         if self._restore_tried or self.saved is None or self.dataset is None:
             return False
         self._restore_tried = True
-        self._verify = self.saved.restore(self.dataset, self._current())
+        try:
+            self._verify = self.saved.restore(self.dataset, self._current())
+        finally:
+            self._mapped.set()
         if self._verify is None:
             return False
+        # Searches answer from it now, at its version (``Store.catching_up``), while the commits since are read.
+        self._restoring.set()
         if not self._catch_up(self._reload_rows()):
             self._verify.close()  # the caller reloads from the table; the file is left for the next save
             self._verify = None
             return False
-        self._restoring.set()
         return True
 
     def _check_restored(self) -> None:
@@ -233,12 +253,19 @@ class CacheSync:
         at_base, at_target = _fragments(before), _fragments(after)
         # A compaction drops fragments; with none dropped (appends), its records need not be read.
         dropped = {f.id for f in at_base} - {f.id for f in at_target}
-        rewritten = _rewritten(after, base, target, at_base) if dropped else {}
-        change = diff(at_base, at_target, rewritten, tracked)
-        if change.rows_to_read > max_rows:
-            return self._cannot(f"{change.rows_to_read} rows rewritten (more than {max_rows})")
-        gone = _gone(before, after, change, {f.id: f for f in at_base}, {f.id: f for f in at_target})
+        rewritten = _rewritten(after, base, target, at_base) if dropped else Rewritten()
+        change = diff(at_base, at_target, rewritten.written, tracked)
+        if change.rows_to_read + rewritten.carried_rows > max_rows:
+            return self._cannot(f"{change.rows_to_read + rewritten.carried_rows} rows rewritten (more than {max_rows})")
+        # Ids the compactions' output holds now: a row there outlived the change (unless read anew below).
+        survivors = _scan(after, change.moved, ["id"])["id"].combine_chunks() if change.moved else None
+        carried = None
+        if rewritten.carried:
+            carried, survivors = _carried(dataset, rewritten, columns, survivors)
+        gone = _gone(before, after, change, {f.id: f for f in at_base}, {f.id: f for f in at_target}, survivors)
         rows = _scan(after, change.added, columns) if change.added else None
+        if carried is not None:  # older than the added rows: the newest copy of an id goes last
+            rows = carried if rows is None else pa.concat_tables([carried, rows.select(carried.schema.names)])
         if not self.cache.apply_changes(base, target, gone, rows):
             return self.cache.version is not None
         self.catch_ups += 1
@@ -292,12 +319,25 @@ def _same_columns(before: Any, after: Any, columns: list[str]) -> bool:
     return len(old) == len(columns) and old == shape(after)
 
 
-def _rewritten(dataset: Any, base: int, target: int, at_base: list[Fragment]) -> dict[int, Files]:
-    """Fragments that compactions between the versions wrote from fragments exactly as they were at
-    ``base``, with their files: they hold those fragments' live rows, unchanged. A compaction of
-    fragments that changed after ``base`` (or without a readable record) is read as new rows."""
+@dataclass
+class Rewritten:
+    """What compactions between two versions wrote: ``written``, the new fragments (with their files) that
+    hold only rows of older fragments; ``carried``, the older fragments among their inputs the cache never
+    saw (appended after its version), as (the version before the compaction, fragment id), to read there."""
+
+    written: dict[int, Files] = field(default_factory=dict)
+    carried: list[tuple[int, int]] = field(default_factory=list)
+    carried_rows: int = 0
+
+
+def _rewritten(dataset: Any, base: int, target: int, at_base: list[Fragment]) -> Rewritten:
+    """The compactions between the versions whose inputs are fragments holding the data files they held at
+    ``base`` (their rows still live are in the output unchanged; rows deleted since ``base``, before or after
+    the compaction, are found by ``_gone``) or fragments appended since (carried: their rows are read at the
+    version before the compaction, not the whole output). A compaction of fragments whose data changed after
+    ``base`` (or without a readable record) is read as new rows."""
     known = {f.id: f for f in at_base}
-    written: dict[int, Files] = {}
+    out = Rewritten()
     for version in range(base + 1, target + 1):
         try:
             operation = dataset.read_transaction(version).operation
@@ -306,18 +346,47 @@ def _rewritten(dataset: Any, base: int, target: int, at_base: list[Fragment]) ->
         if type(operation).__name__ != "Rewrite":
             continue
         for group in operation.groups:
-            if all(known.get(int(f.id)) == Fragment.of(f) for f in group.old_fragments):
-                written.update({int(f.id): files_of(f) for f in group.new_fragments})
-    return written
+            inputs = [Fragment.of(f) for f in group.old_fragments]
+            if all(f.id not in known or _same_data(known[f.id], f) for f in inputs):
+                out.written.update({int(f.id): files_of(f) for f in group.new_fragments})
+                new_inputs = [f for f in inputs if f.id not in known]
+                out.carried += [(version - 1, f.id) for f in new_inputs]
+                out.carried_rows += sum(f.live_rows for f in new_inputs)
+    return out
 
 
-def _gone(before: Any, after: Any, change: Diff, old: dict[int, Fragment], new: dict[int, Fragment]) -> set[str]:
-    """Ids live at ``before`` in the fragments that lost rows and no longer there (a compaction's moved
-    rows excepted). Which rows went is read off the deletion files; ids are read for those rows only
-    (a whole fragment's when it was dropped), never vectors."""
+def _carried(dataset: Any, rewritten: Rewritten, columns: list[str],
+             survivors: pa.Array | None) -> tuple[pa.Table, pa.Array | None]:
+    """The rows of the carried fragments, read at the version each was compacted from, that are still in the
+    compactions' output; and ``survivors`` without their ids (their cached copies, if any, are older)."""
+    tables = []
+    for version in sorted({v for v, _ in rewritten.carried}):
+        pinned = dataset.checkout_version(version)
+        tables.append(_scan(pinned, [i for v, i in rewritten.carried if v == version], columns))
+    rows = pa.concat_tables(tables)
+    if survivors is None:
+        return rows.slice(0, 0), None
+    ids = rows["id"].combine_chunks()
+    return rows.filter(pc.is_in(ids, value_set=survivors)), survivors.filter(pc.invert(pc.is_in(survivors, ids)))
+
+
+def _same_data(at_base: Fragment | None, compacted: Fragment) -> bool:
+    """Whether a compaction's input holds the rows it held at ``base``, less deletions since (a deletion
+    file only grows: a row deleted never comes back to the same data file)."""
+    return at_base is not None and (at_base.files, at_base.physical_rows) == (compacted.files, compacted.physical_rows)
+
+
+def _gone(before: Any, after: Any, change: Diff, old: dict[int, Fragment], new: dict[int, Fragment],
+          survivors: pa.Array | None) -> set[str]:
+    """Ids live at ``before`` in the fragments that lost rows and no longer there (``survivors``, the ids a
+    compaction moved, excepted). Which rows went is read off the deletion files; ids are read for those rows
+    only (a whole fragment's when it was dropped), never vectors."""
     ids: list[Any] = []
     if change.dropped:
-        ids += _scan(before, change.dropped, ["id"])["id"].to_pylist()
+        dropped = _scan(before, change.dropped, ["id"])["id"].combine_chunks()
+        if survivors is not None:  # a million ids at a compaction: compared in Arrow, not Python sets
+            dropped = dropped.filter(pc.invert(pc.is_in(dropped, value_set=survivors)))
+        ids += dropped.to_pylist()
     scanned = [i for i in change.thinned if not _thinned_ids(before, old[i], new[i], ids)]
     if scanned:  # deletion files pyarrow cannot read: compare the live row addresses instead
         was, kept = _addresses(before, scanned), _addresses(after, scanned)
@@ -327,9 +396,9 @@ def _gone(before: Any, after: Any, change: Diff, old: dict[int, Fragment], new: 
             if len(dead):  # a fragment's take counts live rows only: a dead row's index is its rank in ``live``
                 taken = before.get_fragment(fragment_id).take(np.searchsorted(live, dead).tolist(), columns=["id"])
                 ids += taken["id"].to_pylist()
-    if change.moved and ids:
-        survivors = set(_scan(after, change.moved, ["id"])["id"].to_pylist())
-        ids = [i for i in ids if i not in survivors]
+    if survivors is not None and len(survivors) and ids:
+        kept = pc.is_in(pa.array(ids, type=survivors.type), value_set=survivors).to_numpy(zero_copy_only=False)
+        ids = [i for i, moved in zip(ids, kept, strict=True) if not moved]
     return {i for i in ids if i is not None}
 
 

@@ -49,6 +49,9 @@ SAVE_MIN_ROWS = 10_000
 #: the table, and at shutdown.
 SAVE_CHECK_S = 10.0
 SAVE_INTERVAL_S = 300.0
+#: A stop writes the whole index only up to this many rows (about a second); a larger one is written by the
+#: saving thread soon after the load, and a stop gives that up rather than wait (a supervisor kills slow stops).
+STOP_WHOLE_SAVE_MAX_ROWS = 100_000
 
 
 def index_path(table_uri: str) -> Path | None:
@@ -158,11 +161,13 @@ class SavedIndex:
 
     # --- saving ---------------------------------------------------------------------------------
 
-    def save(self, dataset: Any, still_same_table: Any, *, whole: bool = False, delta_only: bool = False) -> bool:
+    def save(self, dataset: Any, still_same_table: Any, *, whole: bool = False, delta_only: bool = False,
+             stop: threading.Event | None = None) -> bool:
         """Save the cache's contents, if current and new (blocking; searches and commits go on meanwhile): a
         delta since the file when the cache still extends it and the delta is small enough, unless ``whole``;
         else the whole file (seconds at a million rows). ``still_same_table()``: asked after the identity is
-        read, True unless the table was made anew meanwhile (the probe then invalidates the cache)."""
+        read, True unless the table was made anew meanwhile (the probe then invalidates the cache). ``stop``: a
+        whole save is given up once it is set."""
         if not whole and self._save_delta(dataset, still_same_table):
             return True
         if delta_only:
@@ -171,15 +176,19 @@ class SavedIndex:
         if exported is None:
             return False
         saved, generation = exported
-        if saved.version == self.saved_version or saved.n < self.min_rows:
+        if saved.version == self.saved_version or saved.n < self.min_rows or self._newer_on_disk(saved.version):
             return False
         started = time.perf_counter()
         ident = self._identity(dataset, saved.version, still_same_table, generation)
         if ident is None:
             return False
         try:
-            size = index_file.write(self.path, saved, ident)
+            size = index_file.write(self.path, saved, ident, stop)
             delta_path(self.path).unlink(missing_ok=True)  # it extended the file just replaced
+        except index_file.SaveCancelled:
+            logger.info("saving the vector index was given up for the stop (%d rows); it is saved while the "
+                        "server runs", saved.n)
+            return False
         except OSError:
             logger.exception("cannot save the vector index to %s", self.path)
             return False
@@ -191,6 +200,16 @@ class SavedIndex:
                     size / 2**20, self.last_save_s)
         return True
 
+    def _newer_on_disk(self, version: int) -> bool:
+        """Whether another process saved a newer version since (a server, while a command's store lagged)."""
+        newest = -1
+        for path in (self.path, delta_path(self.path)):
+            try:
+                newest = max(newest, int(index_file.read_header(path)["version"]))
+            except (OSError, IndexFileError, KeyError, TypeError, ValueError):
+                continue
+        return newest > version
+
     def _save_delta(self, dataset: Any, still_same_table: Any) -> bool:
         """Write only what changed since the file, when the cache extends it; False when a whole save is due."""
         exported = self.cache.export_delta()
@@ -199,7 +218,8 @@ class SavedIndex:
         delta, generation = exported
         if delta.version == self.saved_version:
             return True  # nothing new: nothing to write
-        if delta.n - delta.base_rows > index_delta.MAX_SHARE * max(delta.base_rows, 1):
+        if delta.n - delta.base_rows > index_delta.MAX_SHARE * max(delta.base_rows, 1) \
+                or self._newer_on_disk(delta.version):
             return False
         started = time.perf_counter()
         ident = self._identity(dataset, delta.version, still_same_table, generation)
@@ -247,13 +267,15 @@ class Saver:
         self._thread: threading.Thread | None = None
 
     def save(self, *, delta_only: bool = False) -> bool:
-        """Save now if the cache changed since the last save (blocking); ``delta_only``: no whole save."""
+        """Save now if the cache changed since the last save (blocking); ``delta_only``: no whole save.
+        The saving thread's whole save is given up when ``close`` begins."""
         dataset = self._dataset()
         if dataset is None:
             return False
+        stop = None if self._stop.is_set() else self._stop
         with self._lock:
             self._current()  # a table made anew is noticed (and the cache invalidated) before the export
-            done = self.saved.save(dataset, lambda: self._current() >= 0, delta_only=delta_only)
+            done = self.saved.save(dataset, lambda: self._current() >= 0, delta_only=delta_only, stop=stop)
             if done or self.saved.cache.version == self.saved.saved_version:
                 self.due, self._saved_at = False, time.monotonic()
             return done
@@ -277,15 +299,16 @@ class Saver:
             self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread and save what changed as a delta (at shutdown; blocking, a second or so): a whole
-        save, seconds at a million rows, is the saving thread's, not the stop's, once a file exists."""
+        """Stop the thread (giving up a whole save under way) and save what changed as a delta (at shutdown;
+        blocking, well under a second): a whole save, seconds at a million rows, is the saving thread's."""
         self._stop.set()
         thread = self._thread
         if thread is not None:
             thread.join()
         try:
-            # With no file yet (a server stopped within seconds of its first load) the whole cache is saved.
-            self.save(delta_only=self.saved.path.exists())
+            # With no file yet (a server stopped within seconds of its first load) a small cache is saved whole.
+            small = len(self.saved.cache) <= STOP_WHOLE_SAVE_MAX_ROWS
+            self.save(delta_only=self.saved.path.exists() or not small)
         except Exception:  # noqa: BLE001 - shutdown goes on; the next start loads from the table
             logger.exception("could not save the vector index at shutdown")
 

@@ -307,3 +307,70 @@ def test_a_cache_that_compacted_itself_saves_no_delta_at_the_stop(make_settings:
     store.sync.close()
     assert not _delta(db_path).exists()
     _assert_mirrors_the_table(_reopen(make_settings), db_path)  # the old file, caught up
+
+
+def test_a_compaction_of_fragments_that_lost_rows_while_down_is_followed_without_reading_them(
+        make_settings: SettingsFactory) -> None:
+    """Another program deletes rows and compacts while the server is down: the compacted fragments hold
+    the saved rows less the deleted ones, so a restart marks those dead and reads no row (no reload)."""
+    first, db_path = _saved_store(make_settings)
+    doomed = _some_ids(first, "global", 40) + _some_ids(first, "agent:x", 20)
+    _foreign(db_path, {"kind": "delete", "where": filters.is_in("id", doomed)}, {"kind": "optimize"})
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.sync.saved is not None and store.cache is not None
+    assert store.sync.saved.restores == 1 and store.cache.reloads == 0
+    assert store.sync.catch_ups >= 1 and store.sync.rows_read == 0
+    assert store.get_rows(doomed) == []
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_rows_added_and_deleted_then_compacted_while_down_are_read_and_dropped(make_settings: SettingsFactory) -> None:
+    first, db_path = _saved_store(make_settings)
+    doomed = _some_ids(first, "global", 30)
+    _foreign(db_path, {"kind": "delete", "where": filters.is_in("id", doomed)},
+             {"kind": "add", "rows": _plain(_rows(6, "agent:y", 9))}, {"kind": "optimize"})
+    store = _reopen(make_settings)
+    assert store.sync is not None and store.cache is not None and store.cache.reloads == 0
+    assert 0 < store.sync.rows_read < 240  # the compacted fragments were read, not the whole table again
+    _assert_mirrors_the_table(store, db_path)
+
+
+def test_a_store_whose_cache_lags_never_overwrites_a_newer_saved_index(make_settings: SettingsFactory) -> None:
+    """A command's store opened before a server saved a newer index must not replace it with its older one."""
+    _, db_path = _saved_store(make_settings)
+    lagging = _reopen(make_settings)
+    lagging.add(_rows(3, "agent:u", 20))  # its cache moves past the file
+    newer = _reopen(make_settings)
+    newer.add(_rows(5, "agent:v", 21))
+    assert newer.sync is not None and lagging.sync is not None and lagging.sync.saver is not None
+    assert lagging.cache is not None and newer.cache is not None
+    assert lagging.cache.version is not None and newer.cache.version is not None
+    assert lagging.cache.version < newer.cache.version
+    newer.sync.close()
+    delta = index_delta.delta_path(_index(db_path))
+    assert index_file.read_header(delta)["version"] == newer.cache.version
+    lagging.sync.saver.save()  # its cache: the older version
+    assert index_file.read_header(delta)["version"] == newer.cache.version
+    assert index_file.read_header(_index(db_path))["version"] < newer.cache.version
+
+
+def test_a_stop_never_writes_a_large_index_whole_and_gives_up_a_whole_save_under_way(
+        make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seconds of writing at a million rows are the saving thread's; the stop neither waits for them nor
+    starts them (a supervisor kills a slow stop), and a save given up leaves nothing behind."""
+    monkeypatch.setattr(saved_index, "STOP_WHOLE_SAVE_MAX_ROWS", 100)
+    settings = make_settings(embedding_dimensions=64)
+    store = Store.open(settings, EMBEDDER)
+    store.add(_rows(150, "global", 1))
+    assert store.sync is not None and store.sync.saved is not None and store.sync.saver is not None
+    stopping = threading.Event()
+    stopping.set()
+    assert not store.sync.saved.save(store.sync.dataset, lambda: True, stop=stopping)  # given up at once
+    store.sync.close()
+    index = _index(settings.db_path)
+    assert not index.exists() and list(index.parent.glob(".*.tmp")) == []
+    assert store.sync.saved.saves == 0
+    small = _reopen(make_settings)  # the next start loads the table, and its saving thread writes the file
+    assert small.sync is not None and small.sync.saver is not None
+    assert small.sync.saver.due and small.sync.saver.save()
+    assert index.is_file()
