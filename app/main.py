@@ -34,6 +34,9 @@ from app.web import routes as web
 
 logger = logging.getLogger(__name__)
 
+#: How long the gate stays closed for the saved vector index to be mapped (about a second at a million rows).
+INDEX_MAP_WAIT_S = 10.0
+
 
 def create_app(settings: Settings | None = None, *, freeze_startup_objects: bool = False) -> FastAPI:
     """Build a fresh app; each start builds its own MCP server (its session manager runs once).
@@ -101,6 +104,9 @@ async def _run_services(app: FastAPI, settings: Settings, services: Services, ma
                 logger.error("memory-mcp cannot start: %s", message)
                 startup.mark_failed(message)
                 raise
+            # A saved index is mapped in a second or two: REST gets a quick 503 meanwhile and MCP waits at the
+            # gate, rather than a recall waiting for it or scanning a million rows in LanceDB.
+            await services.memory.index_mapped(INDEX_MAP_WAIT_S)
             startup.mark_open()
             await _finish_loading(services, startup, freeze)
             await startup.until_stopped()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
@@ -195,3 +196,43 @@ async def test_the_gate_answers_503_when_the_start_takes_too_long_or_failed() ->
 
 async def _append(answers: list[httpx.Response], request: Awaitable[httpx.Response]) -> None:
     answers.append(await request)
+
+
+def test_the_gate_opens_once_the_saved_index_is_mapped_so_recall_never_waits_for_it(
+        make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """REST gets its quick 503 while the saved index is mapped; once open, recall answers from it."""
+    from app.memory.embeddings.hashing import HashEmbedder
+    from app.memory.store import saved_index
+    from app.memory.store.table import Store
+    from tests.memory.store.test_cache_sync import _rows
+
+    monkeypatch.setattr(saved_index, "SAVE_MIN_ROWS", 0)
+    settings = make_settings(embedding_dimensions=64)
+    store = Store.open(settings, HashEmbedder(64))
+    store.add(_rows(30, "global", 1))
+    assert store.sync is not None
+    store.sync.close()  # saves the index
+    started, release = threading.Event(), threading.Event()
+    restore = saved_index.SavedIndex.restore
+
+    def slow_restore(self: saved_index.SavedIndex, dataset: object, current: int) -> object:
+        started.set()
+        assert release.wait(30)
+        return restore(self, dataset, current)
+
+    monkeypatch.setattr(saved_index.SavedIndex, "restore", slow_restore)
+    with run_server(settings, loaded=False) as server:
+        try:
+            assert started.wait(30)
+            startup: Startup = server.app.state.startup
+            refused = httpx.get(server.url + "/api/lancedb/vector-search", params={"q": "memory"}, timeout=30)
+            assert refused.status_code == 503 and refused.json()["code"] == "starting" and not startup.is_open
+        finally:
+            release.set()
+        _wait_open(server)
+        memory: MemoryService = server.app.state.services.memory
+        assert memory.store.cache is not None and memory.store.cache.version is not None  # mapped before open
+        assert memory.store.sync is not None and memory.store.sync.saved is not None
+        assert memory.store.sync.saved.restores == 1
+        found = httpx.get(server.url + "/api/lancedb/vector-search", params={"q": "memory 1-3"}, timeout=30)
+        assert found.status_code == 200 and len(found.json()) == 5

@@ -63,6 +63,11 @@ class RecallOutput(BaseModel):
     mode: Literal["vector", "keyword_fallback"] = Field(
         description="vector, or keyword_fallback when the embedding model was unavailable and keywords stood in."
     )
+    catching_up: bool = Field(
+        default=False,
+        description="True while the server is still reading recent changes into its index (just after a "
+        "restart): memories written moments ago may be missing; ask again shortly.",
+    )
 
     @classmethod
     def of(cls, result: RecallResult) -> RecallOutput:
@@ -71,7 +76,7 @@ class RecallOutput(BaseModel):
                            duplicate_ids=hit.duplicate_ids)
             for hit in result.hits
         ]
-        return cls(memories=hits, mode=result.mode)
+        return cls(memories=hits, mode=result.mode, catching_up=result.catching_up)
 
 
 class FactsOutput(BaseModel):

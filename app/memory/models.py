@@ -89,6 +89,7 @@ class RecallResult(BaseModel):
 
     hits: list[MemoryHit]
     mode: SearchMode = "vector"
+    catching_up: bool = False  # the index was behind the table: memories written just before may be missing
 
 
 class ScopeCount(BaseModel):

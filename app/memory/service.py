@@ -137,9 +137,16 @@ class MemoryService:
             "dimension": self.embedder.dimension,
             "table": self.settings.table,
             "journal": self.writer.status(),
+            "index": self.store.index_status(),
             "table_damage": self.writer.flusher.damage,
             **health_fields(self.recovery),
         }
+
+    async def index_mapped(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until the saved vector index is in memory, or known not to be usable:
+        from then on recall answers from it at once, while the commits made since it was saved are read."""
+        sync = self.store.sync
+        return sync is None or await asyncio.to_thread(sync.wait_mapped, timeout_s)
 
     def change_marker(self) -> int:
         """A number that changes with every write this instance knows of: acknowledged (journaled, its own or
@@ -291,7 +298,8 @@ class MemoryService:
             rows = await self.reader.vector_search_async(vector, where, limit)
             return [{**row, "similarity": row["score"], "score": vector_score(row["score"])} for row in rows]
 
-        return RecallResult(hits=await hit_list.best_distinct(fetch, top_k, refine), mode="vector")
+        hits = await hit_list.best_distinct(fetch, top_k, refine)
+        return RecallResult(hits=hits, mode="vector", catching_up=self.store.catching_up())
 
     async def keyword_search(self, query: str, scope: str | None = None, limit: int = 20, *,
                              include_superseded: bool = False) -> list[MemoryHit]:

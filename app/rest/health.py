@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -11,6 +12,18 @@ from app.container import Services
 from app.startup import Startup
 
 router = APIRouter(tags=["health"])
+
+
+def process_memory_mb() -> dict[str, int]:
+    """This process's resident memory, split: ``anonymous`` (its heap: the kernel cannot drop it) and
+    ``mapped_files`` (the saved index's pages, among others: page cache the kernel reclaims under pressure
+    and reads back on use). Empty where ``/proc`` is not Linux's."""
+    fields = {"RssAnon:": "anonymous", "RssFile:": "mapped_files"}
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {fields[p[0]]: int(p[1]) // 1024 for p in (line.split() for line in lines) if p and p[0] in fields}
 
 
 @router.get("/healthz")
@@ -45,6 +58,7 @@ async def readyz(request: Request) -> JSONResponse:
     ready = startup.is_open and startup.is_loaded and not loading and all(
         bool(body[part].get("ready", True)) for part in ("memory", "kanban"))
     body["loading"] = loading
+    body["process_memory_mb"] = process_memory_mb()
     damage = body["memory"].get("table_damage")
     if damage:  # reads answer from the index and writes wait in the journal, but the table needs a repair
         body["status"], body["code"], body["detail"] = "degraded", "table_damaged", f"{damage}; run memory-mcp repair"

@@ -16,6 +16,7 @@ from app.rest.schema import CATEGORY_MARK, MAX_QUERY_CHARS, TEXT_LIMIT_MARK, err
 router = APIRouter(prefix="/api/lancedb", tags=["memory"])
 
 SEARCH_MODE_HEADER = "X-Search-Mode"
+CATCHING_UP_HEADER = "X-Catching-Up"
 # Patterns are documented, not enforced here: the service's checks refuse with their own codes and messages.
 # The text limit and the tag pattern come from settings; the schema builder fills them in.
 _TEXT_SCHEMA = {"pattern": MEMORY_TEXT_PATTERN, TEXT_LIMIT_MARK: True}
@@ -133,9 +134,11 @@ def _caller(request: Request) -> str | None:
 async def vector_search(service: MemoryServiceDep, response: Response, q: Text, scope: ScopeFilter = None,
                         limit: Limit = 5, include_superseded: IncludeSuperseded = False) -> list[SearchHit]:
     """Search by meaning, best ``score`` first, each hit with its cosine ``similarity`` and the ``duplicate_ids``
-    of identical texts it stands for; header ``X-Search-Mode: keyword_fallback`` when the embedder was down."""
+    of identical texts it stands for; header ``X-Search-Mode: keyword_fallback`` when the embedder was down,
+    ``X-Catching-Up: true`` while the index is still reading recent changes (newest memories may be missing)."""
     result = await service.recall(q, top_k=limit, scope=scope, include_superseded=include_superseded)
     response.headers[SEARCH_MODE_HEADER] = result.mode
+    response.headers[CATCHING_UP_HEADER] = "true" if result.catching_up else "false"
     return [SearchHit.of(hit) for hit in result.hits]
 
 

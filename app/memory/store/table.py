@@ -218,6 +218,29 @@ class Store(TableWrites):
             self.sync.start_background()
         return held
 
+    def index_status(self) -> dict[str, Any]:
+        """What ``/readyz`` says of the vector index: its rows and version, whether it is catching up, whether
+        it was restored from the saved file and which version the file (or its delta) holds."""
+        if self.cache is None:
+            return {"enabled": False}
+        saved = self.sync.saved if self.sync is not None else None
+        return {"enabled": True, "rows": len(self.cache), "version": self.cache.version,
+                "catching_up": self.catching_up(), "restored": bool(saved is not None and saved.restores),
+                "saved_version": saved.saved_version if saved is not None else None}
+
+    def catching_up(self) -> bool:
+        """Whether reads answer from a vector index behind the table, so rows committed since may be missing:
+        a restart reading the commits made while it was down, or another writer's large change (cheap)."""
+        held = self.cache.version if self.cache is not None else None
+        if held is None or self.sync is None:
+            return False  # reads use LanceDB, which sees every commit
+        if self.versions_dir is None:  # object storage: a version is a request away; the thread knows
+            return self.sync.in_background
+        try:
+            return self.probe.current() > held
+        except (OSError, RuntimeError, ValueError):
+            return False
+
     def refresh_cache(self) -> None:
         """Bring the cache up to the table after commits it was not told about (the batch thread calls
         it; never raises). Small changes are read now, without the write lock: each is applied only if
