@@ -79,7 +79,8 @@ def _rows(data: Corpus, start: int, stop: int, model: str, now_ms: int) -> list[
 
 def bulk_load(db_path: Path, data: Corpus, embedder: Embedder) -> dict[str, float]:
     """Create the service's table at ``db_path`` and append ``data`` in large commits, then compact."""
-    settings = Settings(db_path=db_path, embedding_provider=embedder.name)  # type: ignore[arg-type]
+    # No vector cache: it would be saved beside the table by a thread of this process, racing the servers'.
+    settings = Settings(db_path=db_path, embedding_provider=embedder.name, vector_cache=False)  # type: ignore[arg-type]
     start = time.perf_counter()
     store = Store.open(settings, embedder)
     now_ms = int(time.time() * 1000)

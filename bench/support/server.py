@@ -58,9 +58,11 @@ def free_port() -> int:
 @contextmanager
 def serve(
     db_path: Path, log_path: Path, *, module: str = "app.cli", provider: str = "local", timeout_s: float = 180.0,
-    extra_env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None, wait_ready: bool = True, stop_timeout_s: float = 20.0,
 ) -> Iterator[ServerProcess]:
-    """Start ``python -m <module> serve`` on a free loopback port with a clean MEMORY_MCP_* environment."""
+    """Start ``python -m <module> serve`` on a free loopback port with a clean MEMORY_MCP_* environment;
+    yields once ``/readyz`` is 200 (or at once, ``wait_ready=False``: the caller watches the start); at the
+    end SIGTERM, and SIGKILL after ``stop_timeout_s``."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_MCP_")}
     env.update({
@@ -74,13 +76,14 @@ def serve(
             [sys.executable, "-m", module, "serve"], env=env, cwd=db_path.parent, stdout=log, stderr=subprocess.STDOUT
         )
     try:
-        _wait_ready(url, process, timeout_s, log_path)
+        if wait_ready:
+            _wait_ready(url, process, timeout_s, log_path)
         yield ServerProcess(url, process.pid, log_path)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(20)
+                process.wait(stop_timeout_s)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)

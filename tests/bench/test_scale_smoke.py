@@ -24,4 +24,7 @@ def test_scale_bench_restarts_a_server_and_reports_each_column(tmp_path: Path,
     assert row["numpy_p50_ms"] > 0 and row["ratio_to_numpy"] == pytest.approx(
         row["recall_p50_ms"] / row["numpy_p50_ms"], rel=0.01)
     assert row["rss_mb"] >= row["server_rss_mb"] > 0
+    assert row["deleted_before_compaction"] > 0 and 0 < row["ready_after_compaction_s"] < scale.READY_TIMEOUT_S
+    assert row["refused_after_first"] == row["refused_after_first_after_compaction"] == 0
+    assert {"stop_first_s", "stop_unchanged_s", "stop_with_changes_s", "stop_after_compaction_s"} <= set(row)
     assert "slowest_recall_while_starting_ms" in capsys.readouterr().out
