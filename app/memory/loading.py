@@ -40,7 +40,7 @@ class BackgroundLoads:
         await self.embedding.wait_loaded()
         sync = self.store.sync
         if sync is not None and not self._cache_waited:
-            await asyncio.to_thread(sync.wait_idle, CACHE_LOAD_WAIT_S)
+            await asyncio.to_thread(sync.wait_loaded, CACHE_LOAD_WAIT_S)
             if self.store.cache is not None and self.store.cache.version is not None:
                 self.cache_seconds = time.perf_counter() - self._opened_at
             self._cache_waited = True

@@ -56,6 +56,10 @@ class ArrowRows:
                 rows[slot] = row
         return rows
 
+    def slice_table(self, start: int, stop: int) -> pa.Table:
+        """Rows ``start`` to ``stop``, without a copy (``take_table`` copies: seconds over a million rows)."""
+        return pa.Table.from_batches(self.batches, schema=self.schema).slice(start, stop - start)
+
     def take_table(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         table = pa.Table.from_batches(self.batches, schema=self.schema)
         return table.take(pa.array(np.asarray(indices, dtype=np.int64)))

@@ -79,7 +79,8 @@ class CacheState:
             delta = DeltaSaved(version=self.version, n=n, base_rows=base_rows, alive=self._alive[:n].copy(),
                                scope_codes=self._scope_codes[base_rows:n].copy(),
                                scopes=[scope for scope, _ in sorted(self._scopes.items(), key=lambda item: item[1])],
-                               rows=self._rows.take_table(tail), exact=np.empty((0, self.dimension), np.float32))
+                               rows=self._rows.slice_table(base_rows, n),
+                               exact=np.empty((0, self.dimension), np.float32))
             generation = self._generation
         delta.exact = snap.rows_at(tail) if len(tail) else delta.exact  # rows past the base never change
         return delta, generation

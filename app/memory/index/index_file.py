@@ -337,7 +337,7 @@ def _read(fd: int) -> Loaded:
         alive=array("alive", np.uint8, (n,)).astype(bool),
         scope_codes=array("scope_codes", np.int32, (n,)).copy(),
         scopes=list(header["scopes"]),
-        rows=_rows(fd, mapped, sections.get("rows")),
+        rows=_rows(mapped, sections.get("rows")),
         exact=BaseRows(fd, int(sections["exact"]["offset"]), n),
         basis=array("basis", np.float32, (d, int(rank))) if rank is not None else None,
         bounds=array("bounds", np.float32, (n, int(rank) + 1)) if rank is not None else None,
@@ -349,23 +349,26 @@ def _read(fd: int) -> Loaded:
     return loaded
 
 
-def _rows(fd: int, mapped: mmap.mmap, where: dict[str, int] | None) -> pa.Table:
+def _rows(mapped: mmap.mmap, where: dict[str, int] | None) -> pa.Table:
+    """The row columns, mapped (no copy). Their checksum is one of the large ones (``verify_large``: a second
+    at a million rows); a full validation (offsets within their buffers, UTF-8) keeps a corrupt one from
+    being read out of bounds meanwhile."""
     if where is None:
         raise IndexFileError("no row columns")
-    if _file_crc(fd, where["offset"], where["length"]) != where["crc32"]:
-        raise IndexFileError("section rows checksum mismatch")
     view = memoryview(mapped)[where["offset"] : where["offset"] + where["length"]]
     try:
-        return pa.ipc.open_stream(pa.py_buffer(view)).read_all()
+        table = pa.ipc.open_stream(pa.py_buffer(view)).read_all()
+        table.validate(full=True)
     except pa.ArrowException as exc:
         raise IndexFileError(f"row columns unreadable: {exc}") from exc
+    return table
 
 
 def verify_large(loaded: Loaded) -> bool:
-    """Whether the large sections (``codes``, ``exact``) of a file mapped in match their checksums (read
-    through its descriptor: a save may have renamed a newer file over its name since)."""
+    """Whether the large sections (``codes``, ``rows``, ``exact``) of a file mapped in match their checksums
+    (read through its descriptor: a save may have renamed a newer file over its name since)."""
     try:
-        for name in ("codes", "exact"):
+        for name in ("codes", "rows", "exact"):
             where = loaded.header["sections"][name]
             if _file_crc(loaded.fd, where["offset"], where["length"]) != where["crc32"]:
                 return False

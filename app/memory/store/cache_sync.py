@@ -75,6 +75,7 @@ class CacheSync:
         self.saved = SavedIndex(path, cache) if path is not None else None
         self._restoring = threading.Event()  # set once the saved index is in, or the first load has ended
         self._mapped = threading.Event()  # set once the saved index is in, or known not to be usable
+        self._loaded = threading.Event()  # set once the first load ended (caught up), before the file's check
         self._restore_tried = self.saved is None
         if self._restore_tried:
             self._restoring.set()
@@ -98,6 +99,7 @@ class CacheSync:
             self._catch_up(self._reload_rows())
         self._mapped.set()
         self._restoring.set()
+        self._loaded.set()
         self._check_restored()
         self._start_saver()
 
@@ -127,6 +129,11 @@ class CacheSync:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._background, name="memory-cache-sync", daemon=True)
                 self._worker.start()
+
+    def wait_loaded(self, timeout_s: float) -> bool:
+        """Wait until the first load (or restore) is caught up with the table, or failed; the restored file's
+        large sections may still be being checked (a mismatch reloads from the table)."""
+        return self._loaded.wait(timeout_s)
 
     def wait_mapped(self, timeout_s: float) -> bool:
         """Wait until the saved index is in the cache (not yet caught up), or known not to be usable."""
@@ -167,6 +174,7 @@ class CacheSync:
             finally:
                 self._mapped.set()
                 self._restoring.set()
+                self._loaded.set()
         self._check_restored()
         self._start_saver()
 

@@ -97,7 +97,7 @@ def _flip(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("section", ["stats", "alive", "scope_codes", "rows", "bounds"])
+@pytest.mark.parametrize("section", ["stats", "alive", "scope_codes", "bounds"])
 def test_a_damaged_small_section_is_refused(tmp_path: Path, section: str) -> None:
     path = _saved(tmp_path, _cache(5_000)[0])
     where = index_file.read_header(path)["sections"][section]
@@ -106,14 +106,16 @@ def test_a_damaged_small_section_is_refused(tmp_path: Path, section: str) -> Non
         index_file.read(path)
 
 
-@pytest.mark.parametrize("section", ["codes", "exact"])
+@pytest.mark.parametrize("section", ["codes", "rows", "exact"])
 def test_a_damaged_large_section_fails_its_later_check(tmp_path: Path, section: str) -> None:
     path = _saved(tmp_path, _cache(2_000)[0])
     loaded = index_file.read(path)
     assert index_file.verify_large(loaded)
     loaded.close()
     where = index_file.read_header(path)["sections"][section]
-    _flip(path, where["offset"] + 7)
+    # In the row columns, a character of a text (the layout around it intact: only the checksum can tell).
+    inside = path.read_bytes()[where["offset"] :].find(b"text 1000") + 5 if section == "rows" else 7
+    _flip(path, where["offset"] + inside)
     loaded = index_file.read(path)
     assert not index_file.verify_large(loaded)
     loaded.close()
@@ -156,3 +158,20 @@ def test_a_temporary_file_left_by_a_save_cut_short_is_removed_and_one_being_writ
         assert index_file.remove_stale_temps(path.parent) == [cut_short]
         assert not cut_short.exists() and busy.exists()
     assert index_file.remove_stale_temps(path.parent) == [busy]  # its writer died: no one holds it now
+
+
+def test_row_columns_whose_offsets_are_damaged_are_refused_at_once(tmp_path: Path) -> None:
+    """The row columns are read before their checksum is checked: a damaged buffer layout must not be read
+    out of bounds meanwhile (full validation), so it is refused like a small section."""
+    path = _saved(tmp_path, _cache(5_000)[0])
+    where = index_file.read_header(path)["sections"]["rows"]
+    data = bytearray(path.read_bytes())
+    start = where["offset"]
+    # The id column's offsets follow the IPC metadata: make every offset in a stretch of it point far away.
+    stretch = data[start : start + where["length"]]
+    ids = stretch.find(b"m0")  # the first id's characters; its offsets lie just before the character data
+    assert ids > 64
+    data[start + ids - 64 : start + ids - 8] = b"\xff" * 56
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexFileError, match="row columns"):
+        index_file.read(path)
