@@ -35,6 +35,7 @@ from pyarrow import ipc
 from app.memory.index import VectorCache, index_file
 from app.memory.index.index_file import Loaded
 from app.memory.index.vector_cache import RELOAD_BATCH_ROWS
+from app.memory.store.background import yield_cpu_for_this_thread
 from app.memory.store.saved_index import SavedIndex, Saver, index_path
 from app.memory.store.table_diff import Diff, Files, Fragment, diff, files_of
 
@@ -175,6 +176,7 @@ class CacheSync:
                 self._mapped.set()
                 self._restoring.set()
                 self._loaded.set()
+        yield_cpu_for_this_thread()  # the restored file's checksum: seconds of CPU the first recalls need more
         self._check_restored()
         self._start_saver()
 

@@ -36,6 +36,7 @@ import pyarrow as pa
 from app.memory.index import VectorCache, index_delta, index_file
 from app.memory.index.index_delta import Delta, delta_path
 from app.memory.index.index_file import IndexFileError, Loaded
+from app.memory.store.background import yield_cpu_for_this_thread
 from app.memory.store.version_probe import manifest_name
 
 logger = logging.getLogger(__name__)
@@ -315,6 +316,7 @@ class Saver:
 
 def _save_loop(ref: weakref.ref[Saver], stop: threading.Event) -> None:
     """The saving thread: holds its ``Saver`` only while saving, so a store dropped unclosed is freed."""
+    yield_cpu_for_this_thread()  # a whole save is seconds of CPU and disk, never a request's
     while not stop.wait(SAVE_CHECK_S):
         saver = ref()
         if saver is None:
