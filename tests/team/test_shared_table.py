@@ -60,6 +60,21 @@ async def test_a_memory_remembered_on_one_server_is_recalled_on_the_other_within
                 assert time.monotonic() - started < VISIBLE_WITHIN_S
 
 
+async def test_a_read_on_another_instance_right_after_the_acknowledgement_sees_the_write(
+        s3_bucket: Bucket, tmp_path: Path, postgres_url: str) -> None:
+    """Read-your-writes behind a load balancer: no waiting, 20 times, so a poll that began just before the
+    write cannot pass for a fresh one."""
+    with team(s3_bucket, tmp_path, {}, {}, team_db=postgres_url) as (first, second):
+        async with httpx.AsyncClient(timeout=30) as http:
+            missed = []
+            for n in range(20):
+                memory_id = await remember(http, first, f"the canary for region {n} is host c{n}")
+                found = await http.get(f"{second.url}/api/lancedb/memories/{memory_id}")
+                if found.status_code != 200:
+                    missed.append(n)
+    assert missed == []
+
+
 async def test_a_forget_on_one_server_is_seen_on_the_other(s3_bucket: Bucket, tmp_path: Path,
                                                             postgres_url: str) -> None:
     with team(s3_bucket, tmp_path, {}, {}, team_db=postgres_url) as (first, second):

@@ -39,9 +39,9 @@ from app.settings import Settings
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.25  # other writers' entries and flushes reach this instance within about this long
-# Team mode: a read first looks for other instances' writes unless a poll ran this recently, so a client
-# whose calls a load balancer spreads over the instances reads what it just wrote (one query, ~1 ms).
-FRESH_READ_S = 0.05
+# Team mode: a read first looks for other instances' writes unless a poll began after the read was asked
+# (concurrent reads share one), so a client whose calls a load balancer spreads over the instances reads what
+# it just wrote (one query, ~1 ms). A poll that began earlier may have missed a write acknowledged since.
 APPEND_TIMES_KEPT = 4096  # the last journal writes' durations, for /readyz and the benchmarks
 POLL_BATCH = 10_000
 
@@ -96,7 +96,7 @@ class JournalWriter:
         self._appended_through = 0
         self._poll_lock = threading.Lock()
         self._append_s: deque[float] = deque(maxlen=APPEND_TIMES_KEPT)  # the journal writes' durations
-        self._polled_at = -math.inf
+        self._poll_begun_at = -math.inf
         self._poller: asyncio.Task[None] | None = None
         self._closing = False
         store.on_new_table = self.overlay.forget_flushed
@@ -274,16 +274,18 @@ class JournalWriter:
 
     def _fresh_for_read(self) -> None:
         try:
-            self.poll_once(FRESH_READ_S)
+            self.poll_once(begun_after=time.monotonic())
         except Exception:  # noqa: BLE001 - a read answers from what is known; the poller reports the journal
             logger.debug("the journal could not be read before a read", exc_info=True)
 
-    def poll_once(self, fresher_than_s: float = 0.0) -> bool:
+    def poll_once(self, begun_after: float = math.inf) -> bool:
         """Read other writers' entries and flushes off the journal (blocking); True when there were new entries.
-        ``fresher_than_s``: skip it if a poll ran that recently."""
+        ``begun_after``: skip it if a poll began after this monotonic time (it saw everything acknowledged then);
+        by default it always runs."""
         with self._poll_lock:
-            if time.monotonic() - self._polled_at < fresher_than_s:
+            if self._poll_begun_at > begun_after:
                 return False
+            begun = time.monotonic()
             newest = self.journal.flushed()
             if newest.through_seq < self.overlay.flushed_through:  # rewound by a repair: flush those again
                 logger.warning("the journal's flushes past entry %d were forgotten (the table was repaired): "
@@ -292,7 +294,7 @@ class JournalWriter:
                 self.flusher.wake_soon()
             entries = self.journal.read_after(self._polled_through, POLL_BATCH)
             markers = self.journal.markers_after(self.overlay.flushed_through)
-            self._polled_at = time.monotonic()
             news = self._take(entries)
             self.overlay.flushed(markers)
+            self._poll_begun_at = begun  # only a poll that succeeded counts for later reads
             return news
