@@ -17,6 +17,7 @@ sees one writer. The flusher also decides when the table's fragments are merged 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -80,6 +81,7 @@ class Flusher:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._stop = asyncio.Event()  # ends the loop's pauses at once when the server stops
         self._last_start = 0.0
         self._last_purge = time.monotonic()
         self._failures = 0
@@ -119,6 +121,7 @@ class Flusher:
     async def close(self) -> None:
         """Flush what is waiting (when this instance may), then stop the loop and the housekeeping thread."""
         self._stopping = True
+        self._stop.set()
         self._wake.set()
         if self._task is not None:
             await asyncio.shield(self._task)
@@ -155,7 +158,7 @@ class Flusher:
                     logger.exception("flushing the write journal into the table failed (attempt %d); retrying",
                                      self._failures)
                 if not self._stopping:
-                    await asyncio.sleep(min(RETRY_MAX_S, 0.5 * 2 ** self._failures))
+                    await self._pause(min(RETRY_MAX_S, 0.5 * 2 ** self._failures))
             await self._housekeep()
 
     async def _wait_for_work(self, interval: float) -> None:
@@ -167,7 +170,7 @@ class Flusher:
                 pause = self._last_start + interval * random.uniform(0.75, 1.25) - time.monotonic()  # noqa: S311
                 if pause <= 0:
                     return
-                await asyncio.sleep(pause)  # pacing: one commit a second, as many rows as are waiting
+                await self._pause(pause)  # pacing: one commit a second, as many rows as are waiting
                 return
             self._wake.clear()
             merging = self._commits_since_merge > 1
@@ -177,6 +180,11 @@ class Flusher:
                 if merging and time.monotonic() - self._last_start >= IDLE_MERGE_S:
                     self._merge_tail()
                 await self._table_whole()  # damage is looked for while idle too
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, unless the server stops meanwhile (a stop flushes what waits at once)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def _table_whole(self, force: bool = False) -> bool:
         """Whether the table can take a flush: looked at again every ``repair.CHECK_EVERY_S`` (or when asked);
@@ -192,7 +200,7 @@ class Flusher:
                     logger.warning("the memory table is whole again: flushing the journal")
                 self.damage = found
         if self.damage is not None and not self._stopping:
-            await asyncio.sleep(min(self.settings.flush_interval_s * 5, repair.CHECK_EVERY_S))
+            await self._pause(min(self.settings.flush_interval_s * 5, repair.CHECK_EVERY_S))
         return self.damage is None
 
     async def _may_flush(self) -> bool:
@@ -201,7 +209,7 @@ class Flusher:
         held = await asyncio.to_thread(self.lease.held)
         self.holds_lease = held
         if not held and not self._stopping:
-            await asyncio.sleep(self.settings.flush_interval_s)  # another instance flushes; look again later
+            await self._pause(self.settings.flush_interval_s)  # another instance flushes; look again later
         return held
 
     def round(self) -> Flushed | None:

@@ -302,8 +302,9 @@ class Saver:
     def close(self) -> None:
         """Stop the thread (giving up a whole save under way) and save what changed as a delta (at shutdown;
         blocking, well under a second): a whole save, seconds at a million rows, is the saving thread's."""
-        self._stop.set()
-        thread = self._thread
+        with self._lock:  # a start under way finishes starting its thread first, or sees the stop
+            self._stop.set()
+            thread = self._thread
         if thread is not None:
             thread.join()
         try:
