@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from app.memory.index import VectorCache, index_file
+from app.memory.index import VectorCache, cache_state, index_file
 from app.memory.index.index_file import IndexFileError
 
 DIMENSION = 32
@@ -43,8 +43,11 @@ def _restored(path: Path) -> VectorCache:
     return cache
 
 
+@pytest.mark.parametrize("step", [cache_state.STEP_ROWS, 7])  # the ids taken in one step, or in many
 @pytest.mark.parametrize("rows", [0, 1, 5_000])  # empty, one partial block, past the bounds' fitting size
-def test_a_restored_cache_answers_as_the_saved_one(tmp_path: Path, rows: int) -> None:
+def test_a_restored_cache_answers_as_the_saved_one(tmp_path: Path, rows: int, step: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_state, "STEP_ROWS", step)
     cache, vectors = _cache(rows)
     cache.apply_delete(["m1"], 5, 6)
     cache.apply_update("m2", {"text": "changed"}, 6, 7)
@@ -80,7 +83,9 @@ def test_a_restored_cache_takes_commits_without_touching_the_file(tmp_path: Path
     assert path.read_bytes() == before
 
 
-def test_the_same_id_stored_twice_stays_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("step", [cache_state.STEP_ROWS, 3])  # both copies in one step, or in two
+def test_the_same_id_stored_twice_stays_twice(tmp_path: Path, step: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_state, "STEP_ROWS", step)
     cache, vectors = _cache(10)
     batch = pa.table({"id": ["m3"], "text": ["copy"], "scope": ["global"],
                       "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors[3]), DIMENSION)})
