@@ -14,7 +14,8 @@ the vector cache from the table, and saving its index), stops cleanly, and start
   from the table, and saved at the stop);
 - ``ready s``: the same after the restart (the cache restored from its saved index);
 - ``slowest recall while starting``: REST recalls sent one after another from the restart's first
-  ``/healthz`` until ``/readyz`` is 200 (``n`` of them; a 503 ``starting`` counts as answered);
+  ``/healthz`` until ``/readyz`` is 200 (``n`` of them; a 503 ``starting`` counts as answered; the JSON
+  also has the slowest 503 alone, ``slowest_refusal_while_starting_ms``);
 - ``recall p50/p99``: REST ``vector-search`` once ready (embedding the query included);
 - ``numpy p50``: an exact float32 scan (``q . M^T`` and a top-10 partial sort) over the same vectors in
   this process, and ``ratio`` = recall p50 / numpy p50;
@@ -113,6 +114,7 @@ class Start:
     ready_s: float = 0.0
     answered_s: float | None = None  # spawn to the first recall answered 200
     latencies: list[float] = field(default_factory=list)  # every answer's, 503s included
+    refused_latencies: list[float] = field(default_factory=list)  # the 503s' alone
     refused_before: int = 0  # 503 starting before the first answer (the gate still closed)
     refused_after: int = 0  # 503 after a recall was answered: what must not happen
     catching_up: int = 0  # answered with X-Catching-Up: true
@@ -123,6 +125,8 @@ class Start:
                 f"recalls_while_starting{suffix}": len(self.latencies),
                 f"slowest_recall_while_starting{suffix}_ms":
                     round(max(self.latencies) * 1000, 1) if self.latencies else None,
+                f"slowest_refusal_while_starting{suffix}_ms":
+                    round(max(self.refused_latencies) * 1000, 1) if self.refused_latencies else None,
                 f"refused_before_first{suffix}": self.refused_before,
                 f"refused_after_first{suffix}": self.refused_after,
                 f"catching_up_answers{suffix}": self.catching_up}
@@ -143,6 +147,7 @@ async def _recalls_until(client: httpx.AsyncClient, ready: asyncio.Task[float], 
             raise RuntimeError(f"recall while starting: HTTP {response.status_code} {response.text[:200]}")
         start.latencies.append(time.perf_counter() - started)
         if response.status_code == 503:
+            start.refused_latencies.append(start.latencies[-1])
             if start.answered_s is None:
                 start.refused_before += 1
             else:

@@ -176,8 +176,7 @@ class CacheSync:
                 self._mapped.set()
                 self._restoring.set()
                 self._loaded.set()
-        yield_cpu_for_this_thread()  # the restored file's checksum: seconds of CPU the first recalls need more
-        self._check_restored()
+        self._check_restored()  # at the lowered priority of a restore (``_restore``)
         self._start_saver()
 
     # --- the saved index ------------------------------------------------------------------------
@@ -193,8 +192,11 @@ class CacheSync:
             self._mapped.set()
         if self._verify is None:
             return False
-        # Searches answer from it now, at its version (``Store.catching_up``), while the commits since are read.
+        # Searches answer from it now, at its version (``Store.catching_up``), while the commits since are read:
+        # that catch-up (a compaction followed, a million ids compared) and the rest of this thread's work
+        # yield the cores to them.
         self._restoring.set()
+        yield_cpu_for_this_thread()
         if not self._catch_up(self._reload_rows()):
             self._verify.close()  # the caller reloads from the table; the file is left for the next save
             self._verify = None
