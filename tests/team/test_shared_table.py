@@ -119,7 +119,9 @@ async def test_compactions_while_both_servers_write_lose_nothing(
     assert len(set(acknowledged)) == len(acknowledged) == 200
     assert len(stored) == len(set(stored)) and sorted(stored) == sorted(acknowledged)
     lease_versions = table(s3_bucket, lease_table_name("memories")).version
-    assert lease_versions >= 5  # created, then taken and released at least twice
+    # Created, then taken and released for each compaction: how many ran depends on how many flushes the
+    # writes spread over (two when the machine is quick), so one is the bound; test_lease covers re-taking.
+    assert lease_versions >= 3
     fragments = shared.stats()["fragment_stats"]["num_fragments"]
     assert 0 in commits  # one server flushed: the bucket saw one writer
     assert fragments < sum(commits)  # the compactions merged the fragments the flushes left
