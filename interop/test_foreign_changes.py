@@ -29,6 +29,8 @@ def test_memory_mcp_survives_a_dropped_and_recreated_table_and_an_added_column(
 ) -> None:
     old = [rest.remember(f"from the first table, number {i}") for i in range(3)]
     assert len(rest.recall("from the first table", limit=5)) == 3
+    # In the first table before it goes: writes still in the journal would go to the new one (never lost).
+    rest.in_table()
 
     _in_another_process(db_path, "db.drop_table('memories')")
     plugin = make_plugin()
