@@ -5,6 +5,7 @@ path: it runs ``locked`` once per flush and the ``*_held`` commits inside it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -38,6 +39,7 @@ class TableWrites:
     probe: VersionProbe
     versions_dir: Path | None
     _handles: threading.RLock
+    _new_table: bool
     _appender_version: int | None
     _schema: tuple[int, pa.Schema] | None
 
@@ -63,11 +65,13 @@ class TableWrites:
 
         def held() -> T:
             with self._handles:
-                if self.versions_dir is not None and not self.versions_dir.is_dir():
+                if self.versions_dir is not None and not _has_manifest(self.versions_dir):
                     self._on_new_table("it is gone; created again")  # never commit onto a dropped table's path
                     self._follow_new_table()
                 self.probe.current()  # finds a recreated table first (``_on_new_table``)
                 self._follow_new_table()
+                if self._new_table:  # not opened or created yet: the old handles would write the dropped lineage
+                    raise OSError("the memory table was dropped and is not there again yet; the write waits")
                 return work()
 
         return commits.locked_with_retry(self.lock, held)
@@ -207,3 +211,14 @@ class TableWrites:
         if version is None or self._schema is None or self._schema[0] != version:
             return self.table.schema
         return self._schema[1]
+
+
+def _has_manifest(versions_dir: Path) -> bool:
+    """Whether the table's version directory holds a manifest: a drop may leave the directory (or another
+    writer's first file in it) without one, and a commit through a handle of the dropped table would then
+    write a version naming its deleted data files."""
+    try:
+        with os.scandir(versions_dir) as entries:
+            return any(entry.name.endswith(".manifest") for entry in entries)
+    except OSError:
+        return False

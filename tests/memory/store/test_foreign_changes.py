@@ -83,6 +83,20 @@ async def test_a_dropped_table_is_created_again_by_the_next_flush(service: Memor
     assert [h.id for h in (await service.recall("after the drop")).hits] == [result.memory_id]
 
 
+async def test_a_drop_that_leaves_the_version_directory_behind_is_still_a_drop(service: MemoryService) -> None:
+    # A drop racing another writer's first file can leave the directories without a manifest: a commit
+    # through the dropped table's handle would write a version that names its deleted data files.
+    await service.remember("before the drop")
+    await service.writer.flush()
+    db, _ = _other_process_table(service)
+    db.drop_table(service.settings.table)
+    (service.settings.db_path / f"{service.settings.table}.lance" / "_versions").mkdir(parents=True)
+    result = await service.remember("after the drop")
+    await service.writer.flush()
+    assert _all_rows_readable(service) == ["after the drop"]
+    assert [h.id for h in (await service.recall("after the drop")).hits] == [result.memory_id]
+
+
 async def test_a_column_another_writer_adds_never_stops_appends(service: MemoryService) -> None:
     await service.remember("before the column")
     await service.writer.flush()
