@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,18 +77,7 @@ def write(path: Path, delta: DeltaSaved, identity: dict[str, Any], base: dict[st
     Raises:
         OSError: the directory cannot be written (the old delta, if any, stays as it was).
     """
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            index_file.hold_while_writing(out)
-            size = _write_all(out, delta, identity, base)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return size
+    return index_file.write_atomically(path, lambda out: _write_all(out, delta, identity, base))
 
 
 def _write_all(out: IO[bytes], delta: DeltaSaved, identity: dict[str, Any], base: dict[str, Any]) -> int:

@@ -117,11 +117,17 @@ def write(path: Path, saved: Saved, identity: dict[str, Any], stop: threading.Ev
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent)
+    return write_atomically(path, lambda out: _write_all(out, saved, identity, stop))
+
+
+def write_atomically(path: Path, write_body: Callable[[IO[bytes]], int]) -> int:
+    """Write a file under a temporary name beside ``path`` (the others' reads of its name see the old one
+    or the new one whole), flush it to disk and rename it over ``path``; returns ``write_body``'s size."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             hold_while_writing(out)
-            size = _write_all(out, saved, identity, stop)
+            size = write_body(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
