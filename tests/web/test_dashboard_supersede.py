@@ -51,6 +51,7 @@ def test_a_memory_the_plugin_retired_is_dimmed_in_the_list_and_hidden_from_searc
         memories = f"{server.url}/api/lancedb/memories"
         retired = httpx.post(memories, json={"text": OLD}).json()["id"]
         httpx.post(memories, json={"text": NEW})
+        _in_table(server.url)
         # memory-lancedb-pro's dreaming engine archives a duplicate: invalidated_at, no replacement named.
         table = lancedb.connect(str(settings.db_path)).open_table(settings.table)
         [row] = table.search().where(f"id = '{retired}'").select(["metadata"]).to_list()
@@ -65,3 +66,11 @@ def test_a_memory_the_plugin_retired_is_dimmed_in_the_list_and_hidden_from_searc
         expect(page.locator("#memory-list .memory")).to_have_count(1)
         expect(memory_item(page, NEW)).to_have_class("memory")
     assert browser_page.problems.messages == []
+
+
+def _in_table(url: str, within_s: float = 30.0) -> None:
+    """Until the journal has folded the writes into the table, which the plugin reads and writes itself."""
+    deadline = time.monotonic() + within_s
+    while httpx.get(f"{url}/readyz").json()["memory"]["journal"]["depth"]:
+        assert time.monotonic() < deadline, "the writes never reached the table"
+        time.sleep(0.05)  # polling the server's state, bounded by the deadline

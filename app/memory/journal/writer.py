@@ -138,6 +138,9 @@ class JournalWriter:
                 await asyncio.to_thread(self._learn_flushes)
                 if self.overlay.unflushed:
                     await asyncio.sleep(POLL_S)  # another instance holds the flush lease: its flush is awaited
+        # A round of the flusher's own may have folded them, and not yet told the overlay that the index holds
+        # them: until then its copies would hide a change another writer makes in the table next.
+        self.overlay.index_at(self.store.cache.version if self.store.cache is not None else None)
 
     def _learn_flushes(self) -> None:
         self.overlay.flushed(self.journal.markers_after(self.overlay.flushed_through))
