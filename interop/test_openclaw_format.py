@@ -21,6 +21,7 @@ from app.memory.upgrade_rows import upgrade_rows
 from app.settings import Settings
 from interop.conftest import DIM, PluginFactory, Rest, doc_vector, query_vector, wait_for
 from tests.memory.embeddings.fake_server import FakeEmbeddingServer, fake_embedding_server
+from tests.support.openclaw import write_plugin_config
 from tests.support.server import LiveServer
 
 OLD = "the staging database listens on port 5433"
@@ -115,9 +116,8 @@ def fake() -> Iterator[FakeEmbeddingServer]:
 
 
 def _point_plugin_at(config: Path, db: Path, fake: FakeEmbeddingServer) -> None:
-    embedding = {"apiKey": "sk-interop-move", "model": "bge-m3", "baseURL": fake.url, "dimensions": DIM}
-    entry = {"enabled": True, "config": {"dbPath": str(db), "embedding": embedding}}
-    config.write_text(json.dumps({"plugins": {"entries": {"memory-lancedb-pro": entry}}}), encoding="utf-8")
+    write_plugin_config(config, db, {"apiKey": "sk-interop-move", "model": "bge-m3", "baseURL": fake.url,
+                                     "dimensions": DIM})
 
 
 def test_a_plugin_table_exported_and_imported_by_memory_mcp_opens_in_the_plugins_store(

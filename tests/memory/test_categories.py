@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 import lancedb
 import numpy as np
@@ -13,14 +12,7 @@ import pytest
 
 from app.memory import categories
 from app.memory.service import MemoryService
-from tests.conftest import SettingsFactory
 from tests.support.catch_up import caught_up_async
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 @pytest.mark.parametrize(("tags", "expected"), [

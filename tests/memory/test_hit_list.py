@@ -3,7 +3,7 @@ identical text of a scope once (real LanceDB in tmp_path, hash embedder)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -32,12 +32,6 @@ class SwitchableEmbedder(HashEmbedder):
 
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return await super().embed_documents(texts)
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 def _hit(memory_id: str, text: str, scope: str = "global", score: float = 0.5) -> MemoryHit:

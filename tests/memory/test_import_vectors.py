@@ -21,6 +21,7 @@ from app.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.memory.embeddings.fake_server import FakeEmbeddingServer, fake_embedding_server
 from tests.memory.test_transfer import bulk_store, export_text, legacy_table, rows_of, run_import, table_of
+from tests.support.openclaw import write_plugin_config
 
 DIM = 256  # legacy_table's vector size
 
@@ -32,9 +33,8 @@ def fake() -> Iterator[FakeEmbeddingServer]:
 
 
 def write_openclaw(path: Path, db_path: Path, fake: FakeEmbeddingServer) -> None:
-    embedding = {"apiKey": "sk-test-import", "model": "bge-m3", "baseURL": fake.url, "dimensions": DIM}
-    entry = {"enabled": True, "config": {"dbPath": str(db_path), "embedding": embedding}}
-    path.write_text(json.dumps({"plugins": {"entries": {"memory-lancedb-pro": entry}}}), encoding="utf-8")
+    write_plugin_config(path, db_path, {"apiKey": "sk-test-import", "model": "bge-m3", "baseURL": fake.url,
+                                        "dimensions": DIM})
 
 
 def served_as(tmp_path: Path, db_path: Path, **extra: Any) -> Settings:

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from app.memory.service import MemoryService
-from tests.conftest import SettingsFactory
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 async def test_a_chinese_word_is_found_inside_a_mixed_sentence(service: MemoryService) -> None:

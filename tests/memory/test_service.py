@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -42,12 +42,6 @@ class ZeroEmbedder(HashEmbedder):
 
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return np.zeros((len(texts), self.dimension), dtype=np.float32)
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 async def _table_count(service: MemoryService) -> int:

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from app.memory import smart_metadata
 from app.memory.service import MemoryService
-from tests.conftest import SettingsFactory
 
 OLD = "the staging database listens on port 5433. It moved there in May."
 NEW = "the staging database listens on port 6543 since the upgrade"
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 async def raw(service: MemoryService, memory_id: str) -> dict[str, Any]:

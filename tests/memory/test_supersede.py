@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
@@ -11,18 +10,11 @@ import pytest
 from app.memory import supersede
 from app.memory.errors import AlreadySuperseded, InvalidId, MemoryNotFound, ScopeForbidden
 from app.memory.service import MemoryService
-from tests.conftest import SettingsFactory
 
 OLD = "timestamps must be milliseconds in every API payload"
 NEW = "timestamps are now seconds in every API payload"
 CHECKLIST = ("deploy checklist: run the migrations, tag the release, announce it in the team channel, "
              "then watch the error dashboard for an hour")
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 async def _metadata(service: MemoryService, memory_id: str) -> dict[str, object]:

@@ -3,7 +3,6 @@ would open it; a plugin table whose model openclaw.json names draws no 'records 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -15,16 +14,14 @@ from app.memory.store.table import Store
 from app.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.memory.test_transfer import legacy_table
+from tests.support.openclaw import write_plugin_config
 
 DIM = 256  # legacy_table's vector size
 
 
 def openclaw(tmp_path: Path, db_path: Path, dimensions: int) -> Path:
-    path = tmp_path / "openclaw.json"
     embedding = {"apiKey": "sk-doctor", "model": "bge-m3", "baseURL": "http://127.0.0.1:9/v1", "dimensions": dimensions}
-    entry = {"config": {"dbPath": str(db_path), "embedding": embedding}}
-    path.write_text(json.dumps({"plugins": {"entries": {"memory-lancedb-pro": entry}}}), encoding="utf-8")
-    return path
+    return write_plugin_config(tmp_path / "openclaw.json", db_path, embedding, enabled=None)
 
 
 def served_as(tmp_path: Path, config: Path | None, **extra: object) -> Settings:

@@ -7,7 +7,6 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -16,14 +15,7 @@ import pytest
 
 from app.memory.service import MemoryService
 from app.memory.store import diagnostics
-from tests.conftest import SettingsFactory
 from tests.support.catch_up import caught_up_async
-
-
-@pytest.fixture
-async def service(make_settings: SettingsFactory) -> AsyncIterator[MemoryService]:
-    async with MemoryService.open(make_settings()) as opened:
-        yield opened
 
 
 def _other_process_table(service: MemoryService) -> Any:
